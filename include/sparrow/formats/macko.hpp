@@ -1,0 +1,39 @@
+// macko (MACKO, decode SpMV): CSR whose column indices are 4-bit deltas.
+//
+// Each row is a run of entries. Entry j of a row sits at column
+//     col_0 = delta_0,   col_j = col_{j-1} + delta_j + 1      (delta in 0..15, so gaps of 1..16)
+// A gap larger than 16 is bridged with zero-valued padding entries (delta 15, value 0), which is
+// why d_eff grows past 1.25 d below d ~ 0.2. Rows are not padded: the value array as a whole is
+// padded to a multiple of kPad entries, so a kernel can read any row with aligned 16-byte loads
+// and mask off the entries that belong to the neighbouring rows.
+//
+//   row_ptr  (rows + 1)      entry index where each row starts (padding entries included)
+//   values   (n_entries)     16-bit elements, n_entries a multiple of kPad, tail zero
+//   deltas   (n_entries / 2) 4-bit deltas, entry e in byte e/2, low nibble for even e
+#pragma once
+
+#include "sparrow/formats/common.hpp"
+
+namespace sparrow::macko {
+
+// 32 entries = 64 bytes of fp16 values and 16 bytes of deltas: one 16-byte delta load covers the
+// values of four lanes' 16-byte value loads.
+constexpr int64_t kPad = 32;
+constexpr int kMaxDelta = 15;
+
+struct Matrix {
+  Shape shape;
+  int64_t nnz = 0;           // true non-zeros (excludes padding entries)
+  Buffer<uint32_t> row_ptr;  // (rows + 1)
+  Buffer<uint16_t> values;   // (n_entries)
+  Buffer<uint8_t> deltas;    // (n_entries / 2)
+
+  int64_t entries() const { return int64_t(values.size()); }
+  size_t storage_bytes() const { return row_ptr.bytes() + values.bytes() + deltas.bytes(); }
+};
+
+Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
+Result<HostMatrix> decode(const Matrix& m);
+Status validate(const Matrix& m);
+
+}  // namespace sparrow::macko

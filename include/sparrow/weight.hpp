@@ -1,0 +1,40 @@
+// Weight: one encoded weight matrix in any format, and the operations every format has.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "sparrow/formats/csr.hpp"
+#include "sparrow/formats/dense.hpp"
+#include "sparrow/formats/macko.hpp"
+#include "sparrow/formats/nm.hpp"
+#include "sparrow/formats/tca_bme.hpp"
+#include "sparrow/formats/tiled_csl.hpp"
+
+namespace sparrow {
+
+using Weight = std::variant<dense::Matrix, csr::Matrix, macko::Matrix, tca_bme::Matrix,
+                            tiled_csl::Matrix, nm::Matrix>;
+
+// Format-specific encoding choices; the defaults are what `encode(Format, w)` uses.
+struct EncodeOptions {
+  csr::IndexWidth csr_index = csr::IndexWidth::automatic;
+  bool tiled_csl_reorder = true;
+  nm::Pattern nm_pattern{};
+};
+
+Result<Weight> encode(Format f, const ConstMatrixView& w, const EncodeOptions& opt = {});
+Result<HostMatrix> decode(const Weight& w);  // host weights only
+Status validate(const Weight& w);            // host weights only
+
+Format format_of(const Weight& w);
+const Shape& shape_of(const Weight& w);
+size_t storage_bytes(const Weight& w);
+double d_eff(const Weight& w);
+Location location_of(const Weight& w);
+
+// Copies every array of the weight to the current CUDA device (or back).
+Result<Weight> to_device(const Weight& w);
+Result<Weight> to_host(const Weight& w);
+
+}  // namespace sparrow

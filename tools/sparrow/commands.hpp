@@ -1,0 +1,14 @@
+// Each subcommand lives in its own file and registers itself on the root app. `exit_code` is set
+// by the subcommand's callback; bad arguments exit 2, a missing GPU exits 3.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sparrow::cli {
+
+constexpr int kExitBadArgs = 2;
+constexpr int kExitNoGpu = 3;
+
+void register_formats(CLI::App& app, int& exit_code);
+
+}  // namespace sparrow::cli

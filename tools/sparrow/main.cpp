@@ -1,0 +1,29 @@
+// sparrow: the command-line tool. Subcommands are registered from one file each.
+#include <cstdio>
+#include <string>
+
+#include "sparrow/version.hpp"
+#include "sparrow/commands.hpp"  // tools/sparrow/commands.hpp
+
+int main(int argc, char** argv) {
+  CLI::App app{"sparrow: sparse weights for pruned-LLM inference on NVIDIA GPUs"};
+  app.set_version_flag("--version", std::string("sparrow ") + sparrow::kVersion + " (git " +
+                                        sparrow::git_revision() + ")");
+  app.require_subcommand(1);
+  int exit_code = 0;
+  sparrow::cli::register_formats(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "sparrow: %s (see sparrow --help)\n", e.what());
+    return sparrow::cli::kExitBadArgs;
+  }
+  return exit_code;
+}
