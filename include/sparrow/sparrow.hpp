@@ -8,4 +8,5 @@
 #include "sparrow/reference.hpp"
 #include "sparrow/status.hpp"
 #include "sparrow/version.hpp"
+#include "sparrow/matmul.hpp"
 #include "sparrow/weight.hpp"

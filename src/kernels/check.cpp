@@ -1,0 +1,51 @@
+#include <cstdint>
+#include <string>
+
+#include "kernels/kernel.hpp"
+
+namespace sparrow::kernels {
+
+static bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+Status check_problem(const Problem& p, Format expected) {
+  if (format_of(p.w) != expected) {
+    return invalid_argument(std::string("kernel for ") + format_name(expected) + " got a " +
+                            format_name(format_of(p.w)) + " weight");
+  }
+  if (location_of(p.w) != Location::device) {
+    return invalid_argument("the weight is on the host; call to_device() first");
+  }
+  const Shape& s = shape_of(p.w);
+  SPARROW_RETURN_IF_ERROR(check_view(p.x, "X"));
+  SPARROW_RETURN_IF_ERROR(check_view(ConstMatrixView(p.y), "Y"));
+  if (p.x.cols != s.cols) {
+    return invalid_argument("X has " + std::to_string(p.x.cols) + " columns, W has K = " +
+                            std::to_string(s.cols));
+  }
+  if (p.y.rows != p.x.rows || p.y.cols != s.rows) {
+    return invalid_argument("Y is " + std::to_string(p.y.rows) + " x " +
+                            std::to_string(p.y.cols) + ", expected N x M = " +
+                            std::to_string(p.x.rows) + " x " + std::to_string(s.rows));
+  }
+  if (p.x.dtype != s.dtype || p.y.dtype != s.dtype) {
+    return invalid_argument(std::string("X, Y and W must share a dtype (W is ") +
+                            dtype_name(s.dtype) + ", X " + dtype_name(p.x.dtype) + ", Y " +
+                            dtype_name(p.y.dtype) + ")");
+  }
+  const size_t es = dtype_size(s.dtype);
+  if (!aligned(p.x.data, es) || !aligned(p.y.data, es) ||
+      (p.opt.bias && !aligned(p.opt.bias, es))) {
+    return invalid_argument("X, Y and bias must be aligned to their element size (" +
+                            std::to_string(es) + " bytes)");
+  }
+  return Status::success();
+}
+
+const KernelInfo* find_kernel(const char* name) {
+  for (const auto& k : all_kernels()) {
+    if (std::string(k.name) == name) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace sparrow::kernels

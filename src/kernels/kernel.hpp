@@ -1,0 +1,37 @@
+// What every GPU kernel of sparrow looks like from the outside: it takes one Problem (raw device
+// pointers and sizes in views) and a stream, launches asynchronously, and returns a Status.
+// registry.cpp lists every kernel; the dispatcher and `sparrow bench` choose among them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sparrow/matmul.hpp"
+
+namespace sparrow::kernels {
+
+struct Problem {
+  const Weight& w;     // on the device
+  ConstMatrixView x;   // N x K, device
+  MatrixView y;        // N x M, device
+  MatmulOptions opt;
+  int64_t n() const { return x.rows; }
+};
+
+using RunFn = Status (*)(const Problem&, Stream);
+
+struct KernelInfo {
+  const char* name;  // unique, "<format>.<kernel>": "dense.gemv", "dense.cublas", "macko.warp_row"
+  Format format;     // the weight format it reads
+  int64_t best_min_n, best_max_n;  // the N range it is built for (it is correct for any N >= 1)
+  RunFn run;
+};
+
+// Every kernel in this build.
+const std::vector<KernelInfo>& all_kernels();
+const KernelInfo* find_kernel(const char* name);
+
+// The argument checks every kernel runs first (see matmul.hpp for the rules).
+Status check_problem(const Problem& p, Format expected);
+
+}  // namespace sparrow::kernels
