@@ -123,7 +123,8 @@ Status validate(const Matrix& m) {
     return corrupt_data("tca_bme: group_offsets[groups] = " + str(off[groups]) + " but values has " +
                         str(m.values.size()) + " elements");
   }
-  uint64_t nnz = 0;
+  // Offsets first, all of them: monotone up to off[groups] == values.size() keeps every group's
+  // value range inside the array before any value is read.
   for (uint64_t g = 0; g < groups; ++g) {
     if (off[g + 1] < off[g]) {
       return corrupt_data("tca_bme: group_offsets decrease at group " + str(g) + " (" +
@@ -133,6 +134,9 @@ Status validate(const Matrix& m) {
       return corrupt_data("tca_bme: group_offsets[" + str(g + 1) + "] = " + str(off[g + 1]) +
                           " is not a multiple of " + std::to_string(kValueAlign));
     }
+  }
+  uint64_t nnz = 0;
+  for (uint64_t g = 0; g < groups; ++g) {
     // Edge groups: bits for rows >= M or columns >= K must be clear.
     const int64_t valid_rows = std::min<int64_t>(kGroupRows, s.rows - int64_t(g / groups_k) * kGroupRows);
     const int64_t valid_cols = std::min<int64_t>(kGroupCols, s.cols - int64_t(g % groups_k) * kGroupCols);
