@@ -15,6 +15,7 @@
 //      bias / accumulate (mma.cuh).
 #pragma once
 
+#include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
 #include "sparrow/formats/tca_bme.hpp"
@@ -91,7 +92,6 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
   const int bit = g * 8 + tig * 2;  // this thread's first element in every 8x8 bitmap
-  const uint64_t below = (uint64_t(1) << bit) - 1;
 
   float acc[BLK_N / 8][4];
 #pragma unroll
@@ -124,11 +124,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const uint64_t word = bm[warp * 16 + tk * 4 + b];
-        const uint32_t pos = base + __popcll(word & below);
-        const uint32_t has0 = uint32_t(word >> bit) & 1u, has1 = uint32_t(word >> (bit + 1)) & 1u;
-        const uint32_t v0 = has0 ? vs[pos] : 0u;
-        const uint32_t v1 = has1 ? vs[pos + has0] : 0u;
-        af[b] = v0 | (v1 << 16);
+        af[b] = fragment_register(word, base, bit, vs);
         base += __popcll(word);
       }
       tc::mma_row_strip<T, BLK_N>(acc, af, xs, tk * 16, lane);
