@@ -81,6 +81,18 @@ double copy_bandwidth() {
   return 2.0 * double(bytes) / (us * 1e-6);
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string::npos ? s.size() : comma;
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 struct Shape2 {
   int64_t m, k;
 };
@@ -93,8 +105,23 @@ TEST(TcSpmmTiming, VsCublas) {
   const bool full = std::string(mode) == "full";
   std::vector<Shape2> shapes = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
   if (full) shapes.push_back({28672, 8192});
-  const std::vector<int64_t> ns = {8, 16, 32, 64, 128, 256, 512};
-  const std::vector<double> sparsities = {0.5, 0.7, 0.9};
+  std::vector<int64_t> ns = {8, 16, 32, 64, 128, 256, 512};
+  std::vector<double> sparsities = {0.5, 0.7, 0.9};
+  // Subsets for quick experiments: TC_SHAPES=4096x4096,11008x4096 TC_NS=8,32 TC_SP=0.5,0.9
+  if (const char* e = std::getenv("TC_SHAPES")) {
+    shapes.clear();
+    for (const std::string& t : split_list(e)) {
+      shapes.push_back({std::atol(t.c_str()), std::atol(t.c_str() + t.find('x') + 1)});
+    }
+  }
+  if (const char* e = std::getenv("TC_NS")) {
+    ns.clear();
+    for (const std::string& t : split_list(e)) ns.push_back(std::atol(t.c_str()));
+  }
+  if (const char* e = std::getenv("TC_SP")) {
+    sparsities.clear();
+    for (const std::string& t : split_list(e)) sparsities.push_back(std::atof(t.c_str()));
+  }
   const DType t = DType::fp16;
   const double bw = copy_bandwidth();
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", bw / 1e9);

@@ -144,6 +144,8 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int tiles_m, cudaStream_
   const size_t smem = std::max(size_t(Cfg::kPipeBytes) + offsets_bytes, size_t(Cfg::kRedBytes));
   SPARROW_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
   tc::DeviceInfo d;
   SPARROW_RETURN_IF_ERROR(tc::device_info(d));
   int per_sm = 0;
