@@ -29,15 +29,15 @@ void check_fragments(const HostMatrix& w) {
         for (int lane = 0; lane < 32; ++lane) {
           uint32_t base = 0;  // the kernel's __reduce_add_sync over lanes < warp * 8
           for (int l = 0; l < warp * 8; ++l) {
-            base += kernels::tca_bme_mma::popcount64(bm[2 * l]) +
-                    kernels::tca_bme_mma::popcount64(bm[2 * l + 1]);
+            base += uint32_t(__builtin_popcountll(bm[2 * l]) + __builtin_popcountll(bm[2 * l + 1]));
           }
-          const int g = lane / 4, tig = lane % 4, bit = g * 8 + tig * 2;
+          const int g = lane / 4, tig = lane % 4;
+          const auto lb = kernels::tca_bme_mma::lane_bits(lane);
           for (int tk = 0; tk < 4; ++tk) {
             for (int b = 0; b < 4; ++b) {
               const uint64_t word = bm[warp * 16 + tk * 4 + b];
-              const uint32_t reg = kernels::tca_bme_mma::fragment_register(word, base, bit, vs);
-              base += kernels::tca_bme_mma::popcount64(word);
+              const uint32_t reg = kernels::tca_bme_mma::fragment_register(
+                  uint32_t(word), uint32_t(word >> 32), base, lb, vs);
               const int64_t row = gm * 64 + warp * 16 + (b & 1) * 8 + g;
               const int64_t col = gk * 64 + tk * 16 + (b >> 1) * 8 + tig * 2;
               for (int h = 0; h < 2; ++h) {

@@ -90,8 +90,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  const int bit = g * 8 + tig * 2;  // this thread's first element in every 8x8 bitmap
+  const LaneBits lb = lane_bits(lane);
 
   float acc[BLK_N / 8][4];
 #pragma unroll
@@ -123,9 +122,8 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       uint32_t af[4];  // A fragment: register b <- bitmap b of tc tile (warp, tk)
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const uint64_t word = bm[warp * 16 + tk * 4 + b];
-        af[b] = fragment_register(word, base, bit, vs);
-        base += __popcll(word);
+        const uint2 word = reinterpret_cast<const uint2*>(bm)[warp * 16 + tk * 4 + b];
+        af[b] = fragment_register(word.x, word.y, base, lb, vs);
       }
       tc::mma_row_strip<T, BLK_N>(acc, af, xs, tk * 16, lane);
     }
@@ -161,9 +159,9 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream
 // 128-wide tiles), dtype is the caller's template argument.
 template <class T>
 Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t s) {
-  if (a.n <= 8) return launch<T, Config<8, 4>>(w, a, groups_m, s);
-  if (a.n <= 16) return launch<T, Config<16, 4>>(w, a, groups_m, s);
-  if (a.n <= 32) return launch<T, Config<32, 4>>(w, a, groups_m, s);
+  if (a.n <= 8) return launch<T, Config<8, 3>>(w, a, groups_m, s);
+  if (a.n <= 16) return launch<T, Config<16, 3>>(w, a, groups_m, s);
+  if (a.n <= 32) return launch<T, Config<32, 3>>(w, a, groups_m, s);
   if (a.n <= 64) return launch<T, Config<64, 4>>(w, a, groups_m, s);
   return launch<T, Config<128, 3>>(w, a, groups_m, s);
 }

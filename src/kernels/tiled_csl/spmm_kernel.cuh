@@ -10,8 +10,8 @@
 //   b. A[(i + 1) % 3] is zeroed for the next step (three buffers let one barrier per step order
 //      zero -> scatter -> read);
 //   c. barrier;
-//   d. the entries of tile i + 1 are loaded global -> registers and its X tile is copied with
-//      cp.async: both are in flight while
+//   d. the entries of tile i + 2 are loaded global -> registers (two register sets) and its X
+//      tile is copied with cp.async (three buffers): two tiles of loads are in flight while
 //   e. the warps compute tile i densely (ldmatrix A and X, mma.m16n8k16, fp32 accumulators).
 // Split-K across a thread-block cluster (sm_90) and the bias / accumulate epilogue: mma.cuh.
 #pragma once
@@ -29,12 +29,12 @@ struct Config {
   static constexpr int BLK_M = 128;  // one tile row
   static constexpr int BLK_N = BLK_N_;
   static constexpr int THREADS = 256;  // 8 warps x 16 rows
-  // Entries each thread holds in registers between steps: REG_ENTRIES * 256 / 8192 is the tile
-  // density up to which the next tile's entries are fully prefetched.
+  // Entries each thread holds per register set (two sets): REG_ENTRIES * 256 / 8192 is the tile
+  // density up to which a tile's entries are fully prefetched.
   static constexpr int kRegEntries = REG_ENTRIES_;
   static constexpr int kABytes = BLK_M * kPitch * 2;  // (BLK_M, kPitch), three buffers
-  static constexpr int kXBytes = BLK_N * kPitch * 2;  // (BLK_N, kPitch), two buffers
-  static constexpr int kPipeBytes = 3 * kABytes + 2 * kXBytes;
+  static constexpr int kXBytes = BLK_N * kPitch * 2;  // (BLK_N, kPitch), three buffers
+  static constexpr int kPipeBytes = 3 * kABytes + 3 * kXBytes;
   static constexpr int kRedBytes = BLK_N * (BLK_M + 4) * 4;
 };
 
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   constexpr int BLK_N = Cfg::BLK_N, THREADS = Cfg::THREADS, E = Cfg::kRegEntries;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* a_tiles = reinterpret_cast<uint16_t*>(smem);                     // 3 x (128, kPitch)
-  uint16_t* x_tiles = reinterpret_cast<uint16_t*>(smem + 3 * Cfg::kABytes);  // 2 x (BLK_N, kPitch)
+  uint16_t* x_tiles = reinterpret_cast<uint16_t*>(smem + 3 * Cfg::kABytes);  // 3 x (BLK_N, kPitch)
   uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + Cfg::kPipeBytes);   // (steps + 1)
 
   const int split = blockIdx.x, n0 = blockIdx.y * BLK_N, tm = blockIdx.z;
@@ -74,14 +74,22 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   const int steps = ke - kb;
   const int64_t t0 = int64_t(tm) * w.tiles_k + kb;
 
+  auto x_tile = [&](int step) { return x_tiles + (step % 3) * (BLK_N * kPitch); };
+  auto a_tile = [&](int step) { return a_tiles + (step % 3) * (128 * kPitch); };
+
   for (int i = threadIdx.x; i <= steps; i += THREADS) offsets[i] = w.tile_offsets[t0 + i];
-  zero_tile<THREADS>(a_tiles);
-  if (steps > 0) tc::load_x_tile<BLK_N, THREADS>(x_tiles, a, n0, kb * tc::kTileK);
-  tc::cp_async_commit();
+  zero_tile<THREADS>(a_tile(0));
+  // X tiles of steps 0 and 1: one cp.async group each.
+  for (int s = 0; s < 2; ++s) {
+    if (s < steps) tc::load_x_tile<BLK_N, THREADS>(x_tile(s), a, n0, (kb + s) * tc::kTileK);
+    tc::cp_async_commit();
+  }
   __syncthreads();
 
-  uint32_t regs[E];  // (E) entries of the next tile: thread t holds entries t, t + THREADS, ...
-  auto load_regs = [&](int step) {
+  // Two register sets, two tiles ahead: set (step % 2) holds tile `step`'s first E * THREADS
+  // entries (thread t: entries t, t + THREADS, ...). Loading tile step + 2 while computing step
+  // keeps two tiles of loads in flight per block.
+  auto load_regs = [&](uint32_t(&regs)[E], int step) {
     const uint32_t start = offsets[step];
     const int count = int(offsets[step + 1] - start);
 #pragma unroll
@@ -90,15 +98,17 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       regs[j] = idx < count ? w.entries[start + idx] : kNoEntry;
     }
   };
-  if (steps > 0) load_regs(0);
+  uint32_t regs0[E], regs1[E];
+  if (steps > 0) load_regs(regs0, 0);
+  if (steps > 1) load_regs(regs1, 1);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float acc[BLK_N / 8][4];
 #pragma unroll
   for (int i = 0; i < BLK_N / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
-  for (int step = 0; step < steps; ++step) {
-    uint16_t* as = a_tiles + (step % 3) * (128 * kPitch);
+  auto run_step = [&](int step, uint32_t(&regs)[E]) {
+    uint16_t* as = a_tile(step);
     // a. scatter: registers first, then any entries beyond the register budget.
 #pragma unroll
     for (int j = 0; j < E; ++j) scatter_entry(as, regs[j]);
@@ -109,20 +119,19 @@ __global__ void __launch_bounds__(Cfg::THREADS)
         scatter_entry(as, w.entries[start + idx]);
       }
     }
-    // b. zero the buffer of step + 1 (last read at step - 2, before the previous barrier).
-    if (step + 1 < steps) zero_tile<THREADS>(a_tiles + ((step + 1) % 3) * (128 * kPitch));
-    // c.
-    tc::cp_async_wait<0>();
+    // b. zero the A buffer of step + 1 (last read at step - 2, before the previous barrier).
+    if (step + 1 < steps) zero_tile<THREADS>(a_tile(step + 1));
+    // c. X tile `step` has landed (the group of step + 1 may still be in flight).
+    tc::cp_async_wait<1>();
     __syncthreads();
-    // d. prefetch step + 1 while computing step.
-    if (step + 1 < steps) {
-      load_regs(step + 1);
-      tc::load_x_tile<BLK_N, THREADS>(x_tiles + ((step + 1) % 2) * (BLK_N * kPitch), a, n0,
-                                      (kb + step + 1) * tc::kTileK);
+    // d. prefetch step + 2 while computing step; its X buffer was last read at step - 1.
+    if (step + 2 < steps) {
+      load_regs(regs, step + 2);
+      tc::load_x_tile<BLK_N, THREADS>(x_tile(step + 2), a, n0, (kb + step + 2) * tc::kTileK);
     }
     tc::cp_async_commit();
     // e. dense compute on the expanded tile.
-    const uint16_t* xs = x_tiles + (step % 2) * (BLK_N * kPitch);
+    const uint16_t* xs = x_tile(step);
     const int q = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < tc::kTileK; kk += 16) {
@@ -130,6 +139,10 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       tc::ldmatrix_x4(af, as + (warp * 16 + r + (q & 1) * 8) * kPitch + kk + (q >> 1) * 8);
       tc::mma_row_strip<T, BLK_N>(acc, af, xs, kk, lane);
     }
+  };
+  for (int step = 0; step < steps; step += 2) {
+    run_step(step, regs0);
+    if (step + 1 < steps) run_step(step + 1, regs1);
   }
   tc::cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the epilogue tile
@@ -160,11 +173,11 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int tiles_m, cudaStream_
 // The one runtime -> template dispatch: N picks the column tile.
 template <class T>
 Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int tiles_m, cudaStream_t s) {
-  if (a.n <= 8) return launch<T, Config<8, 24>>(w, a, tiles_m, s);
-  if (a.n <= 16) return launch<T, Config<16, 24>>(w, a, tiles_m, s);
-  if (a.n <= 32) return launch<T, Config<32, 24>>(w, a, tiles_m, s);
-  if (a.n <= 64) return launch<T, Config<64, 24>>(w, a, tiles_m, s);
-  return launch<T, Config<128, 16>>(w, a, tiles_m, s);
+  if (a.n <= 8) return launch<T, Config<8, 20>>(w, a, tiles_m, s);
+  if (a.n <= 16) return launch<T, Config<16, 20>>(w, a, tiles_m, s);
+  if (a.n <= 32) return launch<T, Config<32, 20>>(w, a, tiles_m, s);
+  if (a.n <= 64) return launch<T, Config<64, 20>>(w, a, tiles_m, s);
+  return launch<T, Config<128, 12>>(w, a, tiles_m, s);
 }
 
 }  // namespace sparrow::kernels::tiled_csl_mma
