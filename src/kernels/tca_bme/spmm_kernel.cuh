@@ -120,11 +120,13 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
       uint32_t af[4];  // A fragment: register b <- bitmap b of tc tile (warp, tk)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const uint2 word = reinterpret_cast<const uint2*>(bm)[warp * 16 + tk * 4 + b];
-        af[b] = fragment_register(word.x, word.y, base, lb, vs);
-      }
+      // The tile's four bitmaps in two 16-byte loads, (lo, hi) halves of bitmaps 0, 1 / 2, 3.
+      const uint4 w01 = reinterpret_cast<const uint4*>(bm)[(warp * 16 + tk * 4) / 2];
+      const uint4 w23 = reinterpret_cast<const uint4*>(bm)[(warp * 16 + tk * 4) / 2 + 1];
+      af[0] = fragment_register(w01.x, w01.y, base, lb, vs);
+      af[1] = fragment_register(w01.z, w01.w, base, lb, vs);
+      af[2] = fragment_register(w23.x, w23.y, base, lb, vs);
+      af[3] = fragment_register(w23.z, w23.w, base, lb, vs);
       tc::mma_row_strip<T, BLK_N>(acc, af, xs, tk * 16, lane);
     }
   }

@@ -94,8 +94,11 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const int count = int(offsets[step + 1] - start);
 #pragma unroll
     for (int j = 0; j < E; ++j) {
-      const int idx = int(threadIdx.x) + j * THREADS;
-      regs[j] = idx < count ? w.entries[start + idx] : kNoEntry;
+      // Slots past the tile's entries are skipped block-uniformly (sparse tiles use few slots).
+      if (j * THREADS < count) {
+        const int idx = int(threadIdx.x) + j * THREADS;
+        regs[j] = idx < count ? w.entries[start + idx] : kNoEntry;
+      }
     }
   };
   uint32_t regs0[E], regs1[E];
@@ -110,11 +113,13 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   auto run_step = [&](int step, uint32_t(&regs)[E]) {
     uint16_t* as = a_tile(step);
     // a. scatter: registers first, then any entries beyond the register budget.
-#pragma unroll
-    for (int j = 0; j < E; ++j) scatter_entry(as, regs[j]);
     {
       const uint32_t start = offsets[step];
       const int count = int(offsets[step + 1] - start);
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        if (j * THREADS < count) scatter_entry(as, regs[j]);
+      }
       for (int idx = E * THREADS + int(threadIdx.x); idx < count; idx += THREADS) {
         scatter_entry(as, w.entries[start + idx]);
       }
