@@ -55,9 +55,9 @@ Result<Matrix> encode(const ConstMatrixView& w) {
     total += count_row_entries(base + r * w.ld, K);
     // The padded total must fit too: kernels index entries with 32-bit row pointers.
     if (uint64_t(round_up(int64_t(total), kPad)) > kMaxEntries) {
-      return unsupported("macko: " + str(total) + "+ entries (non-zeros plus gap padding) by row " +
-                         str(uint64_t(r)) + " exceed the 2^32 - 1 that 32-bit row pointers can "
-                         "address; split the matrix or use csr");
+      return unsupported("macko: the matrix needs more than 2^32 - 1 entries (non-zeros plus gap "
+                         "padding; passed at row " + str(uint64_t(r)) + " of " + str(uint64_t(M)) +
+                         "), which 32-bit row pointers cannot address; split the matrix");
     }
     row_ptr[size_t(r) + 1] = uint32_t(total);
   }

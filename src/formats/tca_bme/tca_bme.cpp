@@ -56,9 +56,10 @@ Result<Matrix> encode(const ConstMatrixView& w) {
     nnz += n;
     total += round_up(n, kValueAlign);
     if (total > kMaxValues) {
-      return unsupported("tca_bme: " + str(total) + "+ stored values (non-zeros plus per-group "
-                         "padding) by group " + str(uint64_t(g)) + " exceed the 2^32 - 1 that "
-                         "32-bit group offsets can address; split the matrix");
+      return unsupported("tca_bme: the matrix needs more than 2^32 - 1 stored values (non-zeros "
+                         "plus per-group padding; passed at group " + str(uint64_t(g)) + " of " +
+                         str(uint64_t(groups)) + "), which 32-bit group offsets cannot address; "
+                         "split the matrix");
     }
     offsets[size_t(g) + 1] = uint32_t(total);
   }
