@@ -338,3 +338,16 @@ TEST(TiledCsl, RandomBitFlipsNeverCrash) {
   }
   EXPECT_GT(rejected, 200);
 }
+
+TEST(TiledCsl, EncodesAStridedView) {
+  // A 150 x 100 window of a 160 x 130 matrix (ld = 130): encode must follow the view's ld.
+  auto big = patterns::random(DType::bf16, 160, 130, 0.4, 13);
+  ConstMatrixView window = big.view();
+  window.rows = 150;
+  window.cols = 100;
+  auto enc = tiled_csl::encode(window, true);
+  ASSERT_TRUE(enc.ok());
+  auto dec = tiled_csl::decode(enc.value());
+  ASSERT_TRUE(dec.ok());
+  EXPECT_TRUE(same_values(dec->view(), window));
+}
