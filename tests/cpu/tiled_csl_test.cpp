@@ -183,7 +183,9 @@ TEST(TiledCsl, ReorderReducesBankMultiplicity) {
   const int after = max_bank_multiplicity(reordered->entries.data(), n);
   // No order can beat ceil(largest bank / runs): that bank's entries must share the runs.
   std::array<int64_t, 32> per_bank{};
-  for (uint32_t e : plain->entries.host()) ++per_bank[size_t(bank_of(tiled_csl::entry_location(e)))];
+  for (uint32_t e : plain->entries.host()) {
+    ++per_bank[size_t(bank_of(tiled_csl::entry_location(e)))];
+  }
   const int64_t runs = (n + 31) / 32;
   const int64_t bound = (*std::max_element(per_bank.begin(), per_bank.end()) + runs - 1) / runs;
   std::printf("max bank multiplicity per 32-entry run: location order %d, reordered %d "

@@ -273,9 +273,8 @@ Result<HostMatrix> decode(const Matrix& m) {
     for (int64_t g = 0; g < m.groups; ++g) {
       for (int64_t j = 0; j < N; ++j) {
         const int64_t col = g * M + get_index(words, (g * N + j) * b, int(b));
-        if (col < K) {
-          o[size_t(r) * size_t(K) + size_t(col)] = values[size_t(r) * size_t(kc) + size_t(g * N + j)];
-        }
+        if (col >= K) continue;  // a zero filler past the last column
+        o[size_t(r) * size_t(K) + size_t(col)] = values[size_t(r) * size_t(kc) + size_t(g * N + j)];
       }
     }
   }

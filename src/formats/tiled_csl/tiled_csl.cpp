@@ -29,8 +29,12 @@ int smem_bank(uint32_t location) {
 }
 
 // Rows and columns of tile (tm, tk); edge tiles are partial.
-int64_t tile_rows(const Shape& s, int64_t tm) { return std::min(kTileRows, s.rows - tm * kTileRows); }
-int64_t tile_cols(const Shape& s, int64_t tk) { return std::min(kTileCols, s.cols - tk * kTileCols); }
+int64_t tile_rows(const Shape& s, int64_t tm) {
+  return std::min(kTileRows, s.rows - tm * kTileRows);
+}
+int64_t tile_cols(const Shape& s, int64_t tk) {
+  return std::min(kTileCols, s.cols - tk * kTileCols);
+}
 
 // Permutes one tile's entries (given in location order) so that every run of 32 consecutive
 // entries spreads over as many banks as possible.
@@ -112,7 +116,9 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
   std::vector<uint32_t> cursor(static_cast<size_t>(tiles_k));
   std::array<uint32_t, kTileCols + 1> piece{};
   for (int64_t tm = 0; tm < m.tiles_m; ++tm) {
-    for (int64_t tk = 0; tk < tiles_k; ++tk) cursor[size_t(tk)] = offsets[size_t(tm * tiles_k + tk)];
+    for (int64_t tk = 0; tk < tiles_k; ++tk) {
+      cursor[size_t(tk)] = offsets[size_t(tm * tiles_k + tk)];
+    }
     const int64_t r_end = std::min(w.rows, (tm + 1) * kTileRows);
     for (int64_t r = tm * kTileRows; r < r_end; ++r) {
       const uint16_t* row = row_ptr(r);
@@ -125,7 +131,7 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
           piece[size_t(n)] = pack_entry(bits, loc_row + uint32_t(c));
           n += !is_zero_bits(bits);
         }
-        std::memcpy(&entries[cursor[size_t(tk)]], piece.data(), size_t(n) * sizeof(uint32_t));
+        std::copy_n(piece.data(), n, entries.data() + cursor[size_t(tk)]);
         cursor[size_t(tk)] += uint32_t(n);
       }
     }
