@@ -2,6 +2,8 @@
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/macko/warp_row.hpp"
+#include "kernels/tca_bme/decode.hpp"
 
 namespace sparrow::kernels {
 
@@ -9,6 +11,8 @@ const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
       {"dense.gemv", Format::dense, 1, 16, dense_gemv::run},
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
+      {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run},
+      {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
   };
   return kernels;
 }

@@ -83,20 +83,8 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     }
   }
 
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) partial[warp][j * 4 + c][lane] = acc[j][c];
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += blockDim.x) {
-    const int r = idx / 32, l = idx % 32;
-    float sum = 0.f;
-    for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
-    const int c = r % 4, j = r / 4;
-    const int64_t row = int64_t(blockIdx.x) * Config::kRowsPerBlock + (l >> 2) + (c >= 2 ? 8 : 0);
-    const int token = 8 * j + 2 * (l & 3) + (c & 1);
-    if (row < m && token < n) store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
-  }
+  reduce_tile_and_store<T, NT, Config::kMaxWarps>(
+      partial, acc, int64_t(blockIdx.x) * Config::kRowsPerBlock, m, n, y, ldy, bias, accumulate);
 }
 
 template <class T>
