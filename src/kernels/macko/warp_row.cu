@@ -65,9 +65,27 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
   T* xs = reinterpret_cast<T*>(smem);  // (K, NB) X^T, tokens >= n zero
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (XS) {
-    for (int j = 0; j < NB; ++j) {
-      for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-        xs[c * NB + j] = j < n ? x[int64_t(j) * ldx + c] : from_float<T>(0.f);
+    // Thread c writes column c's NB tokens with one 2/8/16/32-byte store (no bank conflicts);
+    // the reads of each X row stay coalesced across the threads.
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+      uint16_t e[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
+      if constexpr (NB == 1) {
+        reinterpret_cast<uint16_t*>(xs)[c] = e[0];
+      } else {
+        uint32_t w[NB / 2];
+#pragma unroll
+        for (int i = 0; i < NB / 2; ++i) w[i] = e[2 * i] | (uint32_t(e[2 * i + 1]) << 16);
+        if constexpr (NB == 4) {
+          reinterpret_cast<uint2*>(xs)[c] = make_uint2(w[0], w[1]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < NB / 8; ++q) {
+            reinterpret_cast<uint4*>(xs)[c * (NB / 8) + q] =
+                make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+          }
+        }
       }
     }
     __syncthreads();
