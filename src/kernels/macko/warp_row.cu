@@ -4,8 +4,9 @@
 // or past its end (the neighbouring rows') are masked: they add nothing to the column count and
 // are not multiplied. Columns: each entry advances the column by delta + 1; a lane sums its own 8,
 // a warp inclusive scan gives the lane's start, and the last lane's total carries to the next
-// step. Each lane loads kStepsInFlight steps ahead. X is staged transposed in shared memory (X^T[k][token]) when it fits, so one column's
-// N token values come in one 2/8/16/32-byte shared load; else it is gathered through L1.
+// step. Each lane loads kStepsInFlight steps ahead; interior steps skip the range masks. X is
+// staged transposed in shared memory (X^T[k][token]) so one column's tokens come in one
+// 2/8/16/32-byte shared load; the token count per launch is what fits (token_passes).
 #include "kernels/macko/warp_row.hpp"
 
 #include <algorithm>
@@ -25,9 +26,9 @@ namespace {
 // The NB token values of column `col` as floats.
 template <class T, int NB, bool XS>
 __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, int64_t ldx, int n,
-                                         int64_t col, float (&xf)[NB]) {
+                                         uint32_t col, float (&xf)[NB]) {
   if constexpr (XS) {
-    const T* p = xs + col * NB;
+    const T* p = xs + col * uint32_t(NB);
     if constexpr (NB == 1) {
       xf[0] = to_float(p[0]);
     } else {
@@ -52,6 +53,44 @@ __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, i
   } else {
 #pragma unroll
     for (int j = 0; j < NB; ++j) xf[j] = j < n ? to_float(__ldg(x + int64_t(j) * ldx + col)) : 0.f;
+  }
+}
+
+// One step: this lane's 8 entries starting at `base` (values `v`, deltas `d`). MASKED: the step
+// may hold entries of neighbouring rows (the row's first and last steps); interior steps skip the
+// per-entry range test. 32-bit index arithmetic throughout (entries and columns fit: row_ptr is
+// 32-bit), which halves the integer work of the 64-bit version.
+template <class T, int NB, bool XS, bool MASKED>
+__device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uint32_t base,
+                                            uint32_t s, uint32_t e, uint32_t k, int lane,
+                                            uint32_t& carry, const T* xs, const T* x, int64_t ldx,
+                                            int n, float (&acc)[NB]) {
+  uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
+  uint32_t run = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    uint32_t inc = ((d >> (4 * i)) & 0xFu) + 1u;
+    if (MASKED) inc = (base + i >= s && base + i < e) ? inc : 0u;
+    run += inc;
+    pre[i] = run;
+  }
+  const uint32_t incl = warp_inclusive_scan(run, lane);
+  const uint32_t col0 = carry + (incl - run) - 1u;  // wraps to 0xFFFFFFFF + pre: still exact
+  carry += __shfl_sync(0xffffffffu, incl, 31);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t col = col0 + pre[i];
+    bool use = col < k;  // always true for a valid weight; guards the shared-memory read
+    if (MASKED) use = use && base + i >= s && base + i < e;
+    if (use) {
+      const float2 pair = unpack2<T>(words[i / 2]);
+      const float wv = (i & 1) ? pair.y : pair.x;
+      float xf[NB];
+      x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
+    }
   }
 }
 
@@ -93,22 +132,22 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
 
   for (int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp; row < m;
        row += int64_t(gridDim.x) * Config::kWarpsPerBlock) {
-    const int64_t s = row_ptr[row], e = row_ptr[row + 1];
+    const uint32_t s = row_ptr[row], e = row_ptr[row + 1];
     float acc[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
-    int64_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
+    uint32_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
 
     // kStepsInFlight steps (256 entries each) are loaded before the first is decoded, so a row
     // of up to 1024 entries costs one memory round trip.
     constexpr int U = Config::kStepsInFlight;
-    constexpr int64_t kStep = 32 * Config::kChunk;
-    for (int64_t wb = s & ~int64_t(Config::kChunk - 1); wb < e; wb += U * kStep) {
+    constexpr uint32_t kStep = 32 * Config::kChunk;
+    for (uint32_t wb = s & ~uint32_t(Config::kChunk - 1); wb < e; wb += U * kStep) {
       uint4 vs[U];
       uint32_t ds[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int64_t base = wb + u * kStep + lane * Config::kChunk;
+        const uint32_t base = wb + u * kStep + lane * Config::kChunk;
         vs[u] = make_uint4(0, 0, 0, 0);
         ds[u] = 0;
         if (base < e) {
@@ -118,33 +157,15 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (wb + u * kStep >= e) break;  // warp-uniform
-        const int64_t base = wb + u * kStep + lane * Config::kChunk;
-        const uint32_t d = ds[u];
-        uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
-        uint32_t run = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const bool in = base + i >= s && base + i < e;
-          run += in ? ((d >> (4 * i)) & 0xFu) + 1u : 0u;
-          pre[i] = run;
-        }
-        const uint32_t incl = warp_inclusive_scan(run, lane);
-        const int64_t col0 = carry + int64_t(incl - run) - 1;
-        carry += __shfl_sync(0xffffffffu, incl, 31);
-        const uint32_t words[4] = {vs[u].x, vs[u].y, vs[u].z, vs[u].w};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const bool in = base + i >= s && base + i < e;
-          const int64_t col = col0 + pre[i];
-          if (in && col < k) {
-            const float2 pair = unpack2<T>(words[i / 2]);
-            const float wv = (i & 1) ? pair.y : pair.x;
-            float xf[NB];
-            x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
-#pragma unroll
-            for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
-          }
+        const uint32_t step0 = wb + u * kStep;
+        if (step0 >= e) break;  // warp-uniform
+        const uint32_t base = step0 + lane * Config::kChunk;
+        if (step0 >= s && step0 + kStep <= e) {
+          decode_step<T, NB, XS, false>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, x,
+                                        ldx, n, acc);
+        } else {
+          decode_step<T, NB, XS, true>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, x,
+                                       ldx, n, acc);
         }
       }
     }
@@ -181,22 +202,26 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
 }
 
 template <class T, int NB>
-Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, const T* x, int64_t ldx,
-                     int nt, T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
-  const int smem = x_shared_bytes(mm.shape.cols, NB, int(sizeof(T)), dev.max_smem_per_block);
-  if (smem > 0) return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
+Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, const T* x,
+                     int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                     Stream stream) {
+  if (staged) {
+    const int smem = int(mm.shape.cols * NB * int64_t(sizeof(T)));
+    return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
+  }
   return launch_one<T, NB, false>(mm, dev, 0, x, ldx, nt, y, ldy, bias, accumulate, stream);
 }
 
-// The one runtime-N -> template choice: token bucket, then where X lives.
+// The one runtime-N -> template choice: token bucket of this pass, X staged or gathered.
 template <class T>
-Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, const T* x, int64_t ldx, int nt,
-                   T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
+Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, const T* x,
+                   int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                   Stream stream) {
   switch (token_bucket(nt)) {
-    case 1: return launch_bucket<T, 1>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 4: return launch_bucket<T, 4>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 8: return launch_bucket<T, 8>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    default: return launch_bucket<T, 16>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 1: return launch_bucket<T, 1>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 4: return launch_bucket<T, 4>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 8: return launch_bucket<T, 8>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    default: return launch_bucket<T, 16>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
   }
 }
 
@@ -205,9 +230,10 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  for (int64_t t0 = 0; t0 < p.n(); t0 += kMaxTokensPerPass) {
-    const int nt = int(std::min<int64_t>(kMaxTokensPerPass, p.n() - t0));
-    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, dev, x + t0 * p.x.ld, p.x.ld, nt,
+  const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
+  for (int64_t t0 = 0; t0 < p.n(); t0 += tp.tokens) {
+    const int nt = int(std::min<int64_t>(tp.tokens, p.n() - t0));
+    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, dev, tp.staged, x + t0 * p.x.ld, p.x.ld, nt,
                                            y + t0 * p.y.ld, p.y.ld, bias, p.opt.accumulate,
                                            stream));
   }
@@ -216,10 +242,11 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-int x_shared_bytes(int64_t k, int nb, int es, int smem_per_block) {
-  const int64_t bytes = k * nb * es;
-  const int64_t budget = std::min<int64_t>(Config::kXSharedBudget, smem_per_block);
-  return bytes <= budget ? int(bytes) : 0;
+TokenPasses token_passes(int64_t k, int es, int smem_per_block) {
+  for (int nb : {16, 8, 4, 1}) {
+    if (k * nb * es <= int64_t(smem_per_block)) return {nb, true};
+  }
+  return {kMaxTokensPerPass, false};
 }
 
 LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes) {
