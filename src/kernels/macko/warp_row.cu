@@ -56,6 +56,75 @@ __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, i
   }
 }
 
+// Column c's NB tokens as one 2/8/16/32-byte store into X^T (no bank conflicts).
+template <int NB>
+__device__ __forceinline__ void store_column(void* xs, int64_t c, const uint16_t (&e)[NB]) {
+  if constexpr (NB == 1) {
+    reinterpret_cast<uint16_t*>(xs)[c] = e[0];
+  } else {
+    uint32_t w[NB / 2];
+#pragma unroll
+    for (int i = 0; i < NB / 2; ++i) w[i] = e[2 * i] | (uint32_t(e[2 * i + 1]) << 16);
+    if constexpr (NB == 4) {
+      reinterpret_cast<uint2*>(xs)[c] = make_uint2(w[0], w[1]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < NB / 8; ++q) {
+        reinterpret_cast<uint4*>(xs)[c * (NB / 8) + q] =
+            make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+      }
+    }
+  }
+}
+
+// X (n x k, tokens >= n as zeros) -> shared X^T (k, NB). Every block does this before its rows,
+// all at the same time, so it must cost one memory round trip, not one per column batch: with
+// 16-byte X rows each thread loads 8 columns of all NB tokens at once (K = 4096 is one pass of
+// 512 threads), then writes them column by column.
+template <class T, int NB>
+__device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ x, int64_t ldx,
+                                                   int n, int64_t k, bool x_vec) {
+  if (x_vec) {
+    for (int64_t c0 = int64_t(threadIdx.x) * 8; c0 < k; c0 += int64_t(blockDim.x) * 8) {
+      uint4 r[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        r[j] = make_uint4(0, 0, 0, 0);
+        if (j < n) {
+          const T* row = x + int64_t(j) * ldx + c0;
+          if (c0 + 8 <= k) {
+            r[j] = __ldg(reinterpret_cast<const uint4*>(row));
+          } else {
+            uint16_t e8[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) e8[q] = c0 + q < k ? bits_of(row[q]) : uint16_t(0);
+            r[j] = make_uint4(e8[0] | (uint32_t(e8[1]) << 16), e8[2] | (uint32_t(e8[3]) << 16),
+                              e8[4] | (uint32_t(e8[5]) << 16), e8[6] | (uint32_t(e8[7]) << 16));
+          }
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (c0 + q >= k) break;
+        uint16_t e[NB];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          const uint32_t word = q < 2 ? r[j].x : q < 4 ? r[j].y : q < 6 ? r[j].z : r[j].w;
+          e[j] = uint16_t(q & 1 ? word >> 16 : word & 0xFFFFu);
+        }
+        store_column<NB>(xs, c0 + q, e);
+      }
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+      uint16_t e[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
+      store_column<NB>(xs, c, e);
+    }
+  }
+}
+
 // One step: this lane's 8 entries starting at `base` (values `v`, deltas `d`). MASKED: the step
 // may hold entries of neighbouring rows (the row's first and last steps); interior steps skip the
 // per-entry range test. 32-bit index arithmetic throughout (entries and columns fit: row_ptr is
@@ -99,34 +168,12 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
     macko_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                  const uint8_t* __restrict__ deltas, int64_t m, int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
-                 const T* __restrict__ bias, bool accumulate) {
+                 const T* __restrict__ bias, bool accumulate, bool x_vec) {
   extern __shared__ uint4 smem[];
   T* xs = reinterpret_cast<T*>(smem);  // (K, NB) X^T, tokens >= n zero
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (XS) {
-    // Thread c writes column c's NB tokens with one 2/8/16/32-byte store (no bank conflicts);
-    // the reads of each X row stay coalesced across the threads.
-    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-      uint16_t e[NB];
-#pragma unroll
-      for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
-      if constexpr (NB == 1) {
-        reinterpret_cast<uint16_t*>(xs)[c] = e[0];
-      } else {
-        uint32_t w[NB / 2];
-#pragma unroll
-        for (int i = 0; i < NB / 2; ++i) w[i] = e[2 * i] | (uint32_t(e[2 * i + 1]) << 16);
-        if constexpr (NB == 4) {
-          reinterpret_cast<uint2*>(xs)[c] = make_uint2(w[0], w[1]);
-        } else {
-#pragma unroll
-          for (int q = 0; q < NB / 8; ++q) {
-            reinterpret_cast<uint4*>(xs)[c * (NB / 8) + q] =
-                make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
-          }
-        }
-      }
-    }
+    stage_x_transposed<T, NB>(xs, x, ldx, n, k, x_vec);
     __syncthreads();
   }
 
@@ -196,7 +243,8 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
   const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
   kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
       mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
-      nt, y, ldy, bias, accumulate);
+      nt, y, ldy, bias, accumulate,
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 8 == 0);
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();
 }
