@@ -59,6 +59,10 @@ TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {
   EXPECT_EQ(macko_warp_row::token_passes(11008, 2, h100).tokens, 8);
   // A device with 48 KiB per block and K = 8192: passes of 1 (16 KiB) ... 4 needs 64 KiB.
   EXPECT_EQ(macko_warp_row::token_passes(8192, 2, 48 * 1024).tokens, 1);
+  // The staged X^T is K rounded up to 64 columns.
+  EXPECT_EQ(macko_warp_row::x_staged_columns(1), 64);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4096), 4096);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4097), 4160);
   // Not even one token fits: gather X, 16 tokens per pass.
   auto d = macko_warp_row::token_passes(200000, 2, h100);
   EXPECT_FALSE(d.staged);

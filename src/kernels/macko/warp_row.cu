@@ -23,12 +23,23 @@ using namespace decode;
 
 namespace {
 
+// X^T slot of column c. A lane's entries sit ~1/density columns after the previous lane's, so
+// with a plain layout the 32 lanes' shared loads fall into the same few banks (at 50 % density and
+// 8 tokens, 16 columns x 16 B = 256 B apart: all in one 16-byte bank group). XOR-ing the bits that
+// select the 128-byte row into the bits that select the bank group spreads them; the map only
+// permutes columns inside aligned groups of 64 / NB, so X^T is sized to K rounded up to 64.
+template <int NB>
+__device__ __forceinline__ uint32_t x_slot(uint32_t c) {
+  constexpr int kBits = NB == 1 ? 6 : NB == 4 ? 4 : NB == 8 ? 3 : 2;  // log2(64 / NB)
+  return c ^ ((c >> kBits) & ((1u << kBits) - 1));
+}
+
 // The NB token values of column `col` as floats.
 template <class T, int NB, bool XS>
 __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, int64_t ldx, int n,
                                          uint32_t col, float (&xf)[NB]) {
   if constexpr (XS) {
-    const T* p = xs + col * uint32_t(NB);
+    const T* p = xs + x_slot<NB>(col) * uint32_t(NB);
     if constexpr (NB == 1) {
       xf[0] = to_float(p[0]);
     } else {
@@ -112,7 +123,7 @@ __device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ 
           const uint32_t word = q < 2 ? r[j].x : q < 4 ? r[j].y : q < 6 ? r[j].z : r[j].w;
           e[j] = uint16_t(q & 1 ? word >> 16 : word & 0xFFFFu);
         }
-        store_column<NB>(xs, c0 + q, e);
+        store_column<NB>(xs, x_slot<NB>(uint32_t(c0 + q)), e);
       }
     }
   } else {
@@ -120,7 +131,7 @@ __device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ 
       uint16_t e[NB];
 #pragma unroll
       for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
-      store_column<NB>(xs, c, e);
+      store_column<NB>(xs, x_slot<NB>(uint32_t(c)), e);
     }
   }
 }
@@ -164,7 +175,7 @@ __device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uin
 }
 
 template <class T, int NB, bool XS>
-__global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_blocks_per_sm(NB))
     macko_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                  const uint8_t* __restrict__ deltas, int64_t m, int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
@@ -177,9 +188,19 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
     __syncthreads();
   }
 
-  for (int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp; row < m;
-       row += int64_t(gridDim.x) * Config::kWarpsPerBlock) {
-    const uint32_t s = row_ptr[row], e = row_ptr[row + 1];
+  // The next row's extent is loaded while this row streams, so a row costs one round trip for
+  // its entries, not two (row_ptr, then entries): that matters most at high sparsity, where a row
+  // is one or two steps.
+  const int64_t row_stride = int64_t(gridDim.x) * Config::kWarpsPerBlock;
+  int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp;
+  uint32_t s_next = 0, e_next = 0;
+  if (row < m) s_next = __ldg(row_ptr + row), e_next = __ldg(row_ptr + row + 1);
+  for (; row < m; row += row_stride) {
+    const uint32_t s = s_next, e = e_next;
+    if (row + row_stride < m) {
+      s_next = __ldg(row_ptr + row + row_stride);
+      e_next = __ldg(row_ptr + row + row_stride + 1);
+    }
     float acc[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
@@ -254,7 +275,7 @@ Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, bool staged
                      int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
                      Stream stream) {
   if (staged) {
-    const int smem = int(mm.shape.cols * NB * int64_t(sizeof(T)));
+    const int smem = int(x_staged_columns(mm.shape.cols) * NB * int64_t(sizeof(T)));
     return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
   }
   return launch_one<T, NB, false>(mm, dev, 0, x, ldx, nt, y, ldy, bias, accumulate, stream);
@@ -290,9 +311,11 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
+int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }
+
 TokenPasses token_passes(int64_t k, int es, int smem_per_block) {
   for (int nb : {16, 8, 4, 1}) {
-    if (k * nb * es <= int64_t(smem_per_block)) return {nb, true};
+    if (x_staged_columns(k) * nb * es <= int64_t(smem_per_block)) return {nb, true};
   }
   return {kMaxTokensPerPass, false};
 }
