@@ -28,9 +28,13 @@ namespace {
 // 8 tokens, 16 columns x 16 B = 256 B apart: all in one 16-byte bank group). XOR-ing the bits that
 // select the 128-byte row into the bits that select the bank group spreads them; the map only
 // permutes columns inside aligned groups of 64 / NB, so X^T is sized to K rounded up to 64.
+// One token: no swizzle. Its 2-byte loads conflict less (8 columns share a 16-byte bank group),
+// and the 3 extra integer instructions per entry cost more than they saved: measured 23 % slower
+// at N = 1 (the one-token loop is instruction-bound, see bench/NOTES-decode.md).
 template <int NB>
 __device__ __forceinline__ uint32_t x_slot(uint32_t c) {
-  constexpr int kBits = NB == 1 ? 6 : NB == 4 ? 4 : NB == 8 ? 3 : 2;  // log2(64 / NB)
+  if constexpr (NB == 1) return c;
+  constexpr int kBits = NB == 4 ? 4 : NB == 8 ? 3 : 2;  // log2(64 / NB)
   return c ^ ((c >> kBits) & ((1u << kBits) - 1));
 }
 
