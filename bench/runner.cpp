@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -305,6 +306,7 @@ void write_csv_row(std::ofstream& f, const Row& r) {
 }  // namespace
 
 int run_bench(const BenchOptions& opt) {
+  const auto t_start = std::chrono::steady_clock::now();
   bool best_mode = false;
   auto cands = select_candidates(opt.formats, best_mode);
   if (!cands.ok()) {
@@ -409,7 +411,7 @@ int run_bench(const BenchOptions& opt) {
               return enqueue_stream_read(bufs[size_t(i)].get(), bytes, info.sm_count, s);
             },
             copies, stream);
-        t = rc.ok() ? rc.value()->time(opt.reps, info.sm_clock_peak_mhz) : Result<Timing>(rc.status());
+        t = rc.ok() ? rc.value()->time(opt.reps, info.sm_clock_peak_mhz, opt.row_budget_s) : Result<Timing>(rc.status());
       }
       if (t.ok()) {
         r.us = t->median_us;
@@ -531,7 +533,7 @@ int run_bench(const BenchOptions& opt) {
             }
 
             auto rc = RotatedCalls::prepare(call, int(ws.copies.size()), stream);
-            Result<Timing> t = rc.ok() ? rc.value()->time(opt.reps, info.sm_clock_peak_mhz)
+            Result<Timing> t = rc.ok() ? rc.value()->time(opt.reps, info.sm_clock_peak_mhz, opt.row_budget_s)
                                        : Result<Timing>(rc.status());
             if (!t.ok()) {
               cudaGetLastError();
@@ -573,11 +575,17 @@ int run_bench(const BenchOptions& opt) {
               r.error_scope = r_all.scope;
             }
             if (!failure.empty() || !(r.error <= tol)) {
-              r.status = "FAIL";
-              failed = true;
               char buf[96];
               std::snprintf(buf, sizeof(buf), "error above tolerance %.0e", tol);
               r.note += (r.note.empty() ? "" : "; ") + (failure.empty() ? std::string(buf) : failure);
+              // cuSPARSE is a third-party baseline: its inexactness is reported, not sparrow's
+              // failure (its fp16 SpMM measured ~1.2e-3 on the H100, 2e-3 at K = 11008).
+              if (cusparse && failure.empty() && std::isfinite(r.error)) {
+                r.status = "inexact";
+              } else {
+                r.status = "FAIL";
+                failed = true;
+              }
             }
             group.push_back(r);
           }
@@ -596,7 +604,7 @@ int run_bench(const BenchOptions& opt) {
           }
           if (best >= 0) group[size_t(best)].best = true;
           for (const auto& r : group) {
-            if (r.us >= 0 || r.status == "ok") print_row(r);  // skipped rows were printed already
+            if (r.us >= 0) print_row(r);  // skipped rows were printed already
             rows.push_back(r);
             write_csv_row(csv, r);
           }
@@ -607,7 +615,9 @@ int run_bench(const BenchOptions& opt) {
   }
 
   const int fails = int(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == "FAIL"; }));
-  std::printf("# %zu rows, %d failed%s\n", rows.size(), fails, fails ? "  <-- FAILED ROWS ABOVE" : "");
+  std::printf("# %zu rows, %d failed%s, %.0f s\n", rows.size(), fails,
+              fails ? " (FAIL rows above)" : "",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
 
   if (!opt.json_path.empty()) {
     nlohmann::json j;

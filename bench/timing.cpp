@@ -13,13 +13,25 @@ Result<std::unique_ptr<RotatedCalls>> RotatedCalls::prepare(CallFn call, int cop
   std::unique_ptr<RotatedCalls> r(new RotatedCalls());
   r->call_ = std::move(call);
   r->copies_ = copies;
-  r->calls_ = copies * ((kMinCallsPerReplay + copies - 1) / copies);
   r->stream_ = stream;
 
   // Direct warm-up: the first call may create library handles or load modules, which must not
-  // happen inside the capture.
+  // happen inside the capture. A second, timed round tells slow candidates apart.
   for (int i = 0; i < copies; ++i) SPARROW_RETURN_IF_ERROR(r->call_(i, stream));
   SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  cudaEvent_t e0, e1;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e1));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(e0, stream));
+  for (int i = 0; i < copies; ++i) SPARROW_RETURN_IF_ERROR(r->call_(i, stream));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(e1, stream));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  float ms = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  const bool slow = double(ms) * 1e3 / copies > kSlowCallUs;
+  r->calls_ = slow ? copies : copies * ((kMinCallsPerReplay + copies - 1) / copies);
 
   // Thread-local capture mode: an allocation or synchronisation made by the candidate during
   // the capture invalidates it, which is exactly what "capturable" must rule out.
@@ -58,9 +70,35 @@ Status RotatedCalls::replay() {
   return Status::success();
 }
 
-Result<Timing> RotatedCalls::time(int reps, int sm_clock_mhz) {
+Result<Timing> RotatedCalls::time(int reps, int sm_clock_mhz, double budget_s) {
   if (reps < 1) return invalid_argument("reps must be >= 1");
-  for (int i = 0; i < 3; ++i) SPARROW_RETURN_IF_ERROR(replay());
+  // Warm-up: one timed replay, then two more unless that one alone was long.
+  std::string note = note_;
+  {
+    cudaEvent_t e0, e1;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e1));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(e0, stream_));
+    SPARROW_RETURN_IF_ERROR(replay());
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(e1, stream_));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    float ms = 0;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double replay_s = double(ms) * 1e-3;
+    if (replay_s * reps > budget_s) {
+      const int fewer = std::max(kMinSlowReps, int(budget_s / std::max(replay_s, 1e-9)));
+      if (fewer < reps) {
+        reps = fewer;
+        note += (note.empty() ? "" : "; ") + std::string("slow: median of ") +
+                std::to_string(reps) + " replays";
+      }
+    }
+    if (replay_s < 0.01) {
+      for (int i = 0; i < 2; ++i) SPARROW_RETURN_IF_ERROR(replay());
+    }
+  }
   SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
 
   std::vector<cudaEvent_t> ev(size_t(reps) + 1);
@@ -93,7 +131,7 @@ Result<Timing> RotatedCalls::time(int reps, int sm_clock_mhz) {
   t.calls_per_replay = calls_;
   t.replays = reps;
   t.graph = exec_ != nullptr;
-  t.note = note_;
+  t.note = note;
   return t;
 }
 
