@@ -434,6 +434,7 @@ int run_bench(const BenchOptions& opt) {
       print_row(r);
     }
 
+    const auto t_shape = std::chrono::steady_clock::now();
     for (size_t pi = 0; pi < specs.size(); ++pi) {
       for (double sparsity : opt.sparsities) {
         auto host = patterns::generate(specs[pi], opt.dtype, shape.m, shape.k, sparsity, opt.seed);
@@ -612,6 +613,10 @@ int run_bench(const BenchOptions& opt) {
         }
       }
     }
+    std::printf("# %s done in %.0f s (generation, encoding, reference and timing)\n\n",
+                shape.name.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t_shape).count());
+    std::fflush(stdout);
   }
 
   const int fails = int(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == "FAIL"; }));
