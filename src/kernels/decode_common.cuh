@@ -110,9 +110,9 @@ __device__ __forceinline__ void store_output(T* y, float acc, const T* bias, int
 
 // The end of the tensor-core kernels (dense.gemv, tca_bme.decode): a block's warps each hold
 // fp32 mma accumulators for the same 16 rows x 8*NT tokens over different K ranges; sum them
-// through shared memory `partial` (MAX_WARPS, NT*4, 32) and write Y[token][row0 + r].
-template <class T, int NT, int MAX_WARPS>
-__device__ __forceinline__ void reduce_tile_and_store(float (&partial)[MAX_WARPS][NT * 4][32],
+// through shared memory `partial` (warps, NT*4, 32) and write Y[token][row0 + r].
+template <class T, int NT>
+__device__ __forceinline__ void reduce_tile_and_store(float (*partial)[NT * 4][32],
                                                       const float (&acc)[NT][4], int64_t row0,
                                                       int64_t m, int n, T* y, int64_t ldy,
                                                       const T* bias, bool accumulate) {

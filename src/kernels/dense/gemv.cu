@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     }
   }
 
-  reduce_tile_and_store<T, NT, Config::kMaxWarps>(
+  reduce_tile_and_store<T, NT>(
       partial, acc, int64_t(blockIdx.x) * Config::kRowsPerBlock, m, n, y, ldy, bias, accumulate);
 }
 
@@ -121,8 +121,8 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count) {
   LaunchPlan lp;
   lp.blocks = (m + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
   const int64_t steps = (ld / 8 + 3) / 4;
-  const int64_t want = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
-                       std::max<int64_t>(lp.blocks, 1);
+  const int64_t want =
+      int64_t(std::max(sm_count, 1)) * Config::kResidentWarpsPerSm / std::max<int64_t>(lp.blocks, 1);
   const int64_t useful = std::max<int64_t>(1, steps);  // a warp with no step would only idle
   lp.warps = int(std::clamp<int64_t>(std::min(want, useful), 1, Config::kMaxWarps));
   return lp;

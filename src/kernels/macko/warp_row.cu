@@ -4,7 +4,7 @@
 // or past its end (the neighbouring rows') are masked: they add nothing to the column count and
 // are not multiplied. Columns: each entry advances the column by delta + 1; a lane sums its own 8,
 // a warp inclusive scan gives the lane's start, and the last lane's total carries to the next
-// step. X is staged transposed in shared memory (X^T[k][token]) when it fits, so one column's
+// step. Each lane loads kStepsInFlight steps ahead. X is staged transposed in shared memory (X^T[k][token]) when it fits, so one column's
 // N token values come in one 2/8/16/32-byte shared load; else it is gathered through L1.
 #include "kernels/macko/warp_row.hpp"
 
@@ -65,9 +65,27 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
   T* xs = reinterpret_cast<T*>(smem);  // (K, NB) X^T, tokens >= n zero
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (XS) {
-    for (int j = 0; j < NB; ++j) {
-      for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-        xs[c * NB + j] = j < n ? x[int64_t(j) * ldx + c] : from_float<T>(0.f);
+    // Thread c writes column c's NB tokens with one 2/8/16/32-byte store (no bank conflicts);
+    // the reads of each X row stay coalesced across the threads.
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+      uint16_t e[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
+      if constexpr (NB == 1) {
+        reinterpret_cast<uint16_t*>(xs)[c] = e[0];
+      } else {
+        uint32_t w[NB / 2];
+#pragma unroll
+        for (int i = 0; i < NB / 2; ++i) w[i] = e[2 * i] | (uint32_t(e[2 * i + 1]) << 16);
+        if constexpr (NB == 4) {
+          reinterpret_cast<uint2*>(xs)[c] = make_uint2(w[0], w[1]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < NB / 8; ++q) {
+            reinterpret_cast<uint4*>(xs)[c * (NB / 8) + q] =
+                make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+          }
+        }
       }
     }
     __syncthreads();
@@ -81,48 +99,52 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
     int64_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
 
-    int64_t wb = s & ~int64_t(Config::kChunk - 1);  // warp's first aligned index
-    // Software pipeline: the next step's loads are in flight while this one is decoded.
-    uint4 v_next = make_uint4(0, 0, 0, 0);
-    uint32_t d_next = 0;
-    if (wb + lane * Config::kChunk < e) {
-      v_next = load_stream16(vals + wb + lane * Config::kChunk);
-      d_next = load_stream4(deltas + (wb + lane * Config::kChunk) / 2);
-    }
-    for (; wb < e; wb += 32 * Config::kChunk) {
-      const int64_t base = wb + lane * Config::kChunk;
-      const uint4 v = v_next;
-      const uint32_t d = d_next;
-      const int64_t nb = base + 32 * Config::kChunk;
-      v_next = make_uint4(0, 0, 0, 0);
-      d_next = 0;
-      if (nb < e) {
-        v_next = load_stream16(vals + nb);
-        d_next = load_stream4(deltas + nb / 2);
+    // kStepsInFlight steps (256 entries each) are loaded before the first is decoded, so a row
+    // of up to 1024 entries costs one memory round trip.
+    constexpr int U = Config::kStepsInFlight;
+    constexpr int64_t kStep = 32 * Config::kChunk;
+    for (int64_t wb = s & ~int64_t(Config::kChunk - 1); wb < e; wb += U * kStep) {
+      uint4 vs[U];
+      uint32_t ds[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t base = wb + u * kStep + lane * Config::kChunk;
+        vs[u] = make_uint4(0, 0, 0, 0);
+        ds[u] = 0;
+        if (base < e) {
+          vs[u] = load_stream16(vals + base);
+          ds[u] = load_stream4(deltas + base / 2);
+        }
       }
-      uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
-      uint32_t run = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const bool in = base + i >= s && base + i < e;
-        run += in ? ((d >> (4 * i)) & 0xFu) + 1u : 0u;
-        pre[i] = run;
-      }
-      const uint32_t incl = warp_inclusive_scan(run, lane);
-      const int64_t col0 = carry + int64_t(incl - run) - 1;
-      carry += __shfl_sync(0xffffffffu, incl, 31);
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      for (int u = 0; u < U; ++u) {
+        if (wb + u * kStep >= e) break;  // warp-uniform
+        const int64_t base = wb + u * kStep + lane * Config::kChunk;
+        const uint32_t d = ds[u];
+        uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
+        uint32_t run = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const bool in = base + i >= s && base + i < e;
-        const int64_t col = col0 + pre[i];
-        if (in && col < k) {
-          const float2 pair = unpack2<T>(words[i / 2]);
-          const float wv = (i & 1) ? pair.y : pair.x;
-          float xf[NB];
-          x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
+        for (int i = 0; i < 8; ++i) {
+          const bool in = base + i >= s && base + i < e;
+          run += in ? ((d >> (4 * i)) & 0xFu) + 1u : 0u;
+          pre[i] = run;
+        }
+        const uint32_t incl = warp_inclusive_scan(run, lane);
+        const int64_t col0 = carry + int64_t(incl - run) - 1;
+        carry += __shfl_sync(0xffffffffu, incl, 31);
+        const uint32_t words[4] = {vs[u].x, vs[u].y, vs[u].z, vs[u].w};
 #pragma unroll
-          for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
+        for (int i = 0; i < 8; ++i) {
+          const bool in = base + i >= s && base + i < e;
+          const int64_t col = col0 + pre[i];
+          if (in && col < k) {
+            const float2 pair = unpack2<T>(words[i / 2]);
+            const float wv = (i & 1) ? pair.y : pair.x;
+            float xf[NB];
+            x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
+          }
         }
       }
     }
@@ -138,14 +160,20 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
 }
 
 template <class T, int NB, bool XS>
-Status launch_one(const macko::Matrix& mm, const LaunchPlan& lp, const T* x, int64_t ldx, int nt,
-                  T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
+Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes, const T* x,
+                  int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                  Stream stream) {
   auto kernel = macko_kernel<T, NB, XS>;
-  if (lp.smem_bytes > 48 * 1024) {
+  if (smem_bytes > 48 * 1024) {
     SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lp.smem_bytes));
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   }
-  kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, lp.smem_bytes, stream>>>(
+  // Blocks an SM holds at once (registers and shared memory), so the persistent grid is one wave.
+  int resident = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
+  const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
+  kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
       mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
       nt, y, ldy, bias, accumulate);
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
@@ -153,21 +181,22 @@ Status launch_one(const macko::Matrix& mm, const LaunchPlan& lp, const T* x, int
 }
 
 template <class T, int NB>
-Status launch_bucket(const macko::Matrix& mm, const LaunchPlan& lp, const T* x, int64_t ldx,
+Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, const T* x, int64_t ldx,
                      int nt, T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
-  if (lp.x_shared) return launch_one<T, NB, true>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-  return launch_one<T, NB, false>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
+  const int smem = x_shared_bytes(mm.shape.cols, NB, int(sizeof(T)), dev.max_smem_per_block);
+  if (smem > 0) return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
+  return launch_one<T, NB, false>(mm, dev, 0, x, ldx, nt, y, ldy, bias, accumulate, stream);
 }
 
 // The one runtime-N -> template choice: token bucket, then where X lives.
 template <class T>
-Status launch_pass(const macko::Matrix& mm, const LaunchPlan& lp, int nb, const T* x, int64_t ldx,
-                   int nt, T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
-  switch (nb) {
-    case 1: return launch_bucket<T, 1>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 4: return launch_bucket<T, 4>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 8: return launch_bucket<T, 8>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    default: return launch_bucket<T, 16>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
+Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, const T* x, int64_t ldx, int nt,
+                   T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
+  switch (token_bucket(nt)) {
+    case 1: return launch_bucket<T, 1>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 4: return launch_bucket<T, 4>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 8: return launch_bucket<T, 8>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    default: return launch_bucket<T, 16>(mm, dev, x, ldx, nt, y, ldy, bias, accumulate, stream);
   }
 }
 
@@ -178,10 +207,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* bias = static_cast<const T*>(p.opt.bias);
   for (int64_t t0 = 0; t0 < p.n(); t0 += kMaxTokensPerPass) {
     const int nt = int(std::min<int64_t>(kMaxTokensPerPass, p.n() - t0));
-    const int nb = token_bucket(nt);
-    const LaunchPlan lp = plan(mm.shape.rows, mm.shape.cols, nb, int(sizeof(T)), dev.sm_count,
-                               dev.max_smem_per_block, dev.max_smem_per_sm);
-    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, lp, nb, x + t0 * p.x.ld, p.x.ld, nt,
+    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, dev, x + t0 * p.x.ld, p.x.ld, nt,
                                            y + t0 * p.y.ld, p.y.ld, bias, p.opt.accumulate,
                                            stream));
   }
@@ -190,20 +216,23 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-LaunchPlan plan(int64_t m, int64_t k, int nb, int es, int sm_count, int smem_per_block,
-                int smem_per_sm) {
-  LaunchPlan lp;
-  const int64_t xs_bytes = k * nb * es;
+int x_shared_bytes(int64_t k, int nb, int es, int smem_per_block) {
+  const int64_t bytes = k * nb * es;
   const int64_t budget = std::min<int64_t>(Config::kXSharedBudget, smem_per_block);
-  lp.x_shared = xs_bytes <= budget;
-  lp.smem_bytes = lp.x_shared ? int(xs_bytes) : 0;
-  int per_sm = Config::kMaxBlocksPerSm;
-  if (lp.x_shared && lp.smem_bytes > 0) {
-    // Leave 1 KiB per block for the runtime's own reservation.
-    per_sm = int(std::clamp<int64_t>(smem_per_sm / (lp.smem_bytes + 1024), 1, per_sm));
-  }
-  const int64_t needed = (m + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock;
-  lp.blocks = std::max<int64_t>(1, std::min<int64_t>(needed, int64_t(std::max(sm_count, 1)) * per_sm));
+  return bytes <= budget ? int(bytes) : 0;
+}
+
+LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes) {
+  LaunchPlan lp;
+  lp.x_shared = smem_bytes > 0;
+  lp.smem_bytes = smem_bytes;
+  const int per_sm = std::clamp(resident_blocks_per_sm, 1, Config::kMaxBlocksPerSm);
+  // Every warp gets the same number of rows (the last ones at most one fewer): a warp with one
+  // row more than the others would set the kernel's time.
+  const int64_t max_warps = int64_t(std::max(sm_count, 1)) * per_sm * Config::kWarpsPerBlock;
+  const int64_t rows_per_warp = (m + max_warps - 1) / max_warps;
+  const int64_t warps = (m + rows_per_warp - 1) / rows_per_warp;
+  lp.blocks = std::max<int64_t>(1, (warps + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock);
   return lp;
 }
 
