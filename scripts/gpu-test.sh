@@ -5,11 +5,12 @@
 #                                          (default build/release; .carry/bin after scripts/carry.sh)
 #
 # Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
-# decode tables of issue 3 (random, then a magnitude pass), then optional stages: any
+# decode tables of issue 3 (random, then a magnitude pass, then bf16 with --formats best), then
+# optional stages: any
 # scripts/gpu-test.d/*.sh (each gets BUILD_DIR and OUT_DIR) and scripts/check_safetensors.py when
 # present. Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
 #   gpu-test.log          every stage's output, in order
-#   bench-random.{json,csv}, bench-magnitude.{json,csv}
+#   bench-random.{json,csv}, bench-magnitude.{json,csv}, bench-best-bf16.json
 #   extra.log             the optional stages (only if one ran)
 #   summary.txt           the stage table and the decode summary (also printed last)
 # Budget: at most 8 minutes on an H100 (the sum of the stage limits, env *_LIMIT seconds).
@@ -30,6 +31,7 @@ TESTS_LIMIT=${TESTS_LIMIT:-150}
 MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-60}
 BENCH_LIMIT=${BENCH_LIMIT:-180}
 MAGNITUDE_LIMIT=${MAGNITUDE_LIMIT:-60}
+BEST_LIMIT=${BEST_LIMIT:-30}
 # Stage names to leave out, space-separated (e.g. SKIP="gpu-tests memcheck" for a bench-only run).
 SKIP=${SKIP:-}
 EXTRA_LIMIT=${EXTRA_LIMIT:-60}
@@ -99,6 +101,11 @@ stage bench-random "$BENCH_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHAPE
 stage bench-magnitude "$MAGNITUDE_LIMIT" "$LOG" "$SPARROW" bench --shapes "$MAGNITUDE_SHAPES" \
   --n 1,8 --sparsity 0.5,0.7,0.9 --pattern magnitude --formats "$BENCH_FORMATS" --reps 50 \
   --json "$OUT_DIR/bench-magnitude.json" --csv "$OUT_DIR/bench-magnitude.csv"
+
+# bf16 and `--formats best` (sparrow::matmul next to every kernel) on two small Llama-3 shapes.
+stage bench-best-bf16 "$BEST_LIMIT" "$LOG" "$SPARROW" bench --shapes 4096x4096,1024x4096 \
+  --n 1,8 --sparsity 0.7 --pattern random --formats best --dtype bf16 --reps 50 \
+  --json "$OUT_DIR/bench-best-bf16.json"
 
 # Optional stages: present only once the code they need exists.
 EXTRA=$OUT_DIR/extra.log
