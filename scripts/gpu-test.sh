@@ -124,7 +124,7 @@ fi
   for s in "${stages[@]}"; do echo "  $s"; done
   grep -E '^# (gpu|clocks|read bandwidth|sparrow)' "$LOG" | sort -u
   if command -v python3 >/dev/null && [ -f "$HERE/bench_summary.py" ]; then
-    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-magnitude.json; do
+    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-magnitude.json "$OUT_DIR"/bench-best-bf16.json; do
       [ -f "$j" ] && python3 "$HERE/bench_summary.py" "$j"
     done
   fi
