@@ -467,9 +467,13 @@ int run_bench(const BenchOptions& opt) {
 
         // Every format the candidates need ("csr32": 32-bit indices, for cuSPARSE).
         std::map<std::string, std::pair<Format, EncodeOptions>> needed;
+        // The nm format encodes only N:M matrices: its kernels run with --pattern nm:N:M[:L].
+        const bool nm_pattern = specs[pi].kind == patterns::Kind::nm;
         for (const auto& c : cands.value()) {
+          if (c.weight_format == Format::nm && !nm_pattern) continue;
           EncodeOptions eo;
           if (c.kind == Candidate::Kind::cusparse) eo.csr_index = csr::IndexWidth::bits32;
+          if (nm_pattern) eo.nm_pattern = specs[pi].nm;
           needed.emplace(c.kind == Candidate::Kind::cusparse ? "csr32" : c.format,
                          std::make_pair(c.weight_format, eo));
         }
@@ -536,6 +540,13 @@ int run_bench(const BenchOptions& opt) {
             r.kernel = c.kernel;
 
             const bool cusparse = c.kind == Candidate::Kind::cusparse;
+            if (c.weight_format == Format::nm && !nm_pattern) {
+              r.status = "skip";
+              r.note = "the nm format needs an N:M matrix: --pattern nm:N:M[:L]";
+              group.push_back(r);
+              print_row(r);
+              continue;
+            }
             WeightSet& ws = weights.at(cusparse ? "csr32" : c.format);
             if (!ws.status.ok()) {
               r.status = "skip";
