@@ -20,23 +20,24 @@ TEST(DecodeLaunch, TokenBuckets) {
 }
 
 TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
-  // 4096 x 4096 on 132 SMs: 256 row tiles; 132 * 20 / 256 -> 10 warps each, one wave.
-  auto a = dense_gemv::plan(4096, 4096, 132);
+  // 4096 x 4096 on 132 SMs: 256 row tiles; ceil(132 * 32 / 256) = 17 warps wanted, capped at 8.
+  auto a = dense_gemv::plan(4096, 4096, 132, 1);
   EXPECT_EQ(a.blocks, 256);
-  EXPECT_EQ(a.warps, 10);
-  // Few rows: capped at kMaxWarps.
-  EXPECT_EQ(dense_gemv::plan(64, 4096, 132).warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(a.warps, dense_gemv::Config::kMaxWarps);
+  // Two M tiles per block (9..16 tokens): half the blocks.
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).blocks, 128);
+  EXPECT_EQ(dense_gemv::plan(4097, 4096, 132, 2).blocks, 129);
   // Many rows, few SMs: one warp per block is enough to fill the device.
-  auto b = dense_gemv::plan(28672, 8192, 8);
+  auto b = dense_gemv::plan(28672, 8192, 8, 1);
   EXPECT_EQ(b.blocks, 1792);
   EXPECT_EQ(b.warps, 1);
   // A K of one step cannot use more than one warp.
-  auto c = dense_gemv::plan(7, 8, 132);
+  auto c = dense_gemv::plan(7, 8, 132, 1);
   EXPECT_EQ(c.blocks, 1);
   EXPECT_EQ(c.warps, 1);
-  // 11008 rows: 688 tiles, 132*20/688 -> 3 warps.
-  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132).warps, 3);
-  EXPECT_GE(dense_gemv::plan(1, 1, 0).warps, 1);  // a bogus SM count still gives a launch
+  // 11008 rows: 688 tiles, ceil(132*32/688) = 7 warps.
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 1).warps, 7);
+  EXPECT_GE(dense_gemv::plan(1, 1, 0, 1).warps, 1);  // a bogus SM count still gives a launch
 }
 
 TEST(DecodeLaunch, TcaBmePlan) {
@@ -48,15 +49,24 @@ TEST(DecodeLaunch, TcaBmePlan) {
   EXPECT_EQ(b.warps, 2);
 }
 
-TEST(DecodeLaunch, MackoStagesXOnlyWhenItFits) {
-  const int smem_block = 227 * 1024;
-  // K = 4096, 8 tokens, fp16: X^T is 64 KiB, staged.
-  EXPECT_EQ(macko_warp_row::x_shared_bytes(4096, 8, 2, smem_block), 64 * 1024);
-  // K = 11008, 16 tokens: 344 KiB, gathered through L1 instead.
-  EXPECT_EQ(macko_warp_row::x_shared_bytes(11008, 16, 2, smem_block), 0);
-  // A device with 48 KiB per block never stages more than that.
-  EXPECT_EQ(macko_warp_row::x_shared_bytes(8192, 4, 2, 48 * 1024), 0);
-  EXPECT_EQ(macko_warp_row::x_shared_bytes(4096, 1, 2, 48 * 1024), 8192);
+TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {
+  const int h100 = 227 * 1024;
+  // K = 4096 fp16: X^T of 16 tokens is 128 KiB: one pass of 16.
+  auto a = macko_warp_row::token_passes(4096, 2, h100);
+  EXPECT_EQ(a.tokens, 16);
+  EXPECT_TRUE(a.staged);
+  // K = 11008: 16 tokens need 344 KiB, 8 need 172 KiB: passes of 8.
+  EXPECT_EQ(macko_warp_row::token_passes(11008, 2, h100).tokens, 8);
+  // A device with 48 KiB per block and K = 8192: passes of 1 (16 KiB) ... 4 needs 64 KiB.
+  EXPECT_EQ(macko_warp_row::token_passes(8192, 2, 48 * 1024).tokens, 1);
+  // The staged X^T is K rounded up to 64 columns.
+  EXPECT_EQ(macko_warp_row::x_staged_columns(1), 64);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4096), 4096);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4097), 4160);
+  // Not even one token fits: gather X, 16 tokens per pass.
+  auto d = macko_warp_row::token_passes(200000, 2, h100);
+  EXPECT_FALSE(d.staged);
+  EXPECT_EQ(d.tokens, 16);
 }
 
 TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {

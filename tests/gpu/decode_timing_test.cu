@@ -115,6 +115,9 @@ TEST(DecodeTiming, KernelsVsCublas) {
       for (const char* name : {"cublas", "dense.gemv", "macko.warp_row", "tca_bme.decode",
                                "csr.vector"}) {
         const bool is_cublas = std::string(name) == "cublas";
+        // SPARROW_DECODE_TIMING_ONLY=<kernel name>: time only that kernel (and cuBLAS).
+        const char* only = std::getenv("SPARROW_DECODE_TIMING_ONLY");
+        if (!is_cublas && only && *only && std::string(only) != name) continue;
         const kernels::KernelInfo* ki = is_cublas ? nullptr : kernels::find_kernel(name);
         const Format f = is_cublas ? Format::dense : ki->format;
         auto enc = encode(f, hw.view());

@@ -65,9 +65,9 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   const int tm = blockIdx.x % 4;
   const uint16_t* sv = reinterpret_cast<const uint16_t*>(strip_vals[warp]);
 
-  float acc[NT][4];
+  float acc[1][NT][4];  // one 16-row M tile
 #pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int j = 0; j < NT; ++j) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.f;
 
   // The next group's bitmaps and offset are loaded while this group's values are fetched.
   uint4 bm_next = make_uint4(0, 0, 0, 0);
@@ -94,8 +94,20 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     const int64_t vstart = int64_t(gbase) + strip_first;
     const int64_t aligned = vstart & ~int64_t(7);
     const int chunks = int((vstart + (strip_end - strip_first) - aligned + 7) / 8);
-    for (int c = lane; c < chunks; c += 32) {
-      strip_vals[warp][c] = load_stream16(values + aligned + int64_t(c) * 8);
+    {
+      // All of the strip's chunks (<= 129: 5 per lane) in flight before the first store.
+      constexpr int kPerLane = (Config::kStripChunks + 31) / 32;
+      uint4 buf[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) buf[i] = load_stream16(values + aligned + int64_t(c) * 8);
+      }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) strip_vals[warp][c] = buf[i];
+      }
     }
     __syncwarp();
     const int skew = int(vstart - aligned);
@@ -122,13 +134,13 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           xb0 = load_x2(xrow, kc, k, x_al4);
           xb1 = load_x2(xrow, kc + 8, k, x_al4);
         }
-        mma_16816<T>(acc[j], a, xb0, xb1);
+        mma_16816<T>(acc[0][j], a, xb0, xb1);
       }
     }
     __syncwarp();  // the buffer is refilled for the next group
   }
   __syncthreads();  // every warp is done with its value buffer before `partial` overwrites it
-  reduce_tile_and_store<T, NT>(partial, acc, int64_t(blockIdx.x) * 16, m, n, y,
+  reduce_tile_and_store<T, 1, NT>(partial, acc, int64_t(blockIdx.x) * 16, m, n, y,
                                                   ldy, bias, accumulate);
 }
 
