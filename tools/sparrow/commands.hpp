@@ -4,11 +4,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace sparrow::cli {
 
 constexpr int kExitBadArgs = 2;
 constexpr int kExitNoGpu = 3;
 
 void register_formats(CLI::App& app, int& exit_code);
+void register_bench(CLI::App& app, int& exit_code);
+
+// The full command line, as typed (main() sets it; benchmark headers print it).
+inline std::string& command_line() {
+  static std::string line;
+  return line;
+}
 
 }  // namespace sparrow::cli
