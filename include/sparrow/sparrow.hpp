@@ -2,6 +2,7 @@
 #pragma once
 
 #include "sparrow/buffer.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/dtype.hpp"
 #include "sparrow/matrix.hpp"
 #include "sparrow/patterns.hpp"

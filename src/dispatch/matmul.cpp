@@ -1,16 +1,20 @@
-// sparrow::matmul. For now the first registered kernel of the weight's format runs; the rule
-// table and autotuner (tensor-core issue) replace this choice.
+// sparrow::matmul: picks the kernel for the weight's format and N from the rule table
+// (rule_table.cpp) and runs it. The choice costs a scan of a small table and no allocation on the
+// common path.
 #include "kernels/kernel.hpp"
+#include "dispatch/choose.hpp"
+#include "sparrow/dispatch.hpp"
 
 namespace sparrow {
 
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt) {
-  const Format f = format_of(w);
-  for (const auto& k : kernels::all_kernels()) {
-    if (k.format == f) return k.run(kernels::Problem{w, x, y, opt}, stream);
+  const kernels::KernelInfo* k = choose_kernel(format_of(w), density_of(w), x.rows);
+  if (k == nullptr) {
+    return unsupported(std::string("no GPU kernel for the ") + format_name(format_of(w)) +
+                       " format in this build");
   }
-  return unsupported(std::string("no GPU kernel for the ") + format_name(f) + " format yet");
+  return k->run(kernels::Problem{w, x, y, opt}, stream);
 }
 
 }  // namespace sparrow

@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/kernel.hpp"
@@ -43,7 +44,7 @@ Status check_problem(const Problem& p, Format expected) {
 
 const KernelInfo* find_kernel(const char* name) {
   for (const auto& k : all_kernels()) {
-    if (std::string(k.name) == name) return &k;
+    if (std::strcmp(k.name, name) == 0) return &k;
   }
   return nullptr;
 }

@@ -1,0 +1,41 @@
+// How sparrow chooses: which kernel `matmul` runs for a weight (per format and N), and which
+// format a layer should be stored in. Both come from a shipped rule table of measurements
+// (src/dispatch/rule_table_data.inc, generated from `sparrow bench` CSV by
+// scripts/make_rule_table.py), and every choice carries the reason it was made.
+#pragma once
+
+#include <string>
+
+#include "sparrow/weight.hpp"
+
+namespace sparrow {
+
+// Fraction of stored non-zeros: nnz / (M * K). 1 for dense, N/M for nm.
+double density_of(const Weight& w);
+
+struct KernelPick {
+  std::string kernel;             // registry name, e.g. "macko.warp_row"
+  double measured_speedup = 0.0;  // vs cuBLAS in the table's cell; 0 when not measured
+  std::string reason;
+};
+
+// The kernel matmul runs for a weight of format `f` and this density at N tokens. Fails with
+// unsupported when the build has no GPU kernel for the format.
+Result<KernelPick> pick_kernel(Format f, double density, int64_t n);
+
+struct FormatPick {
+  Format format = Format::dense;
+  std::string kernel;
+  double measured_speedup = 1.0;
+  std::string reason;
+};
+
+// Plan time: the format whose measured kernel is fastest for a layer of this density at N tokens;
+// dense (cuBLAS) whenever no sparse format was measured faster. `allow_nm` when the layer is N:M.
+FormatPick pick_format(double density, int64_t n, bool allow_nm = false);
+
+// The GPU and date the shipped table was measured on.
+const char* rule_table_gpu();
+const char* rule_table_date();
+
+}  // namespace sparrow

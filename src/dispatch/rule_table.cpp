@@ -1,0 +1,165 @@
+// The rule table: measured speedups vs cuBLAS per (format, kernel, N, sparsity) cell, and the
+// lookups matmul and planning use. A cell applies to a query when its N is within a factor of 2
+// (log-nearest) and its sparsity is the nearest measured one, at most 0.1 away; outside measured N the kernel's
+// declared N range decides, and the reason says so.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dispatch/choose.hpp"
+#include "kernels/kernel.hpp"
+#include "sparrow/dispatch.hpp"
+
+namespace sparrow {
+
+namespace {
+
+struct Cell {
+  Format format;
+  const char* kernel;
+  int64_t n;
+  double sparsity;
+  double speedup;  // median over shapes
+  int shapes;
+};
+
+// A cell speaks for sparsities within this distance of its own (cells are 0.2 apart).
+constexpr double kMaxSparsityDistance = 0.1;
+
+const Cell kCells[] = {
+#include "dispatch/rule_table_data.inc"
+};
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+// The fastest measured cell for (format, n, sparsity) among kernels in this build: the log-nearest
+// measured N within 2x, then the nearest measured sparsity. Null when nothing close was measured.
+// No allocation: matmul calls this on every launch.
+const Cell* best_cell(Format f, double sparsity, int64_t n) {
+  double best_dn = 1e9;
+  int64_t best_n = -1;
+  for (const Cell& c : kCells) {
+    if (c.format != f) continue;
+    const double dn = std::fabs(std::log2(double(c.n)) - std::log2(double(n)));
+    if (dn < best_dn) best_dn = dn, best_n = c.n;
+  }
+  if (best_n < 0 || best_dn > 1.0) return nullptr;
+  double best_ds = 1e9;
+  for (const Cell& c : kCells) {
+    if (c.format == f && c.n == best_n) best_ds = std::fmin(best_ds, std::fabs(c.sparsity - sparsity));
+  }
+  if (best_ds > kMaxSparsityDistance) return nullptr;  // never extrapolate far in sparsity
+  const Cell* best = nullptr;
+  for (const Cell& c : kCells) {
+    if (c.format != f || c.n != best_n || std::fabs(c.sparsity - sparsity) != best_ds) continue;
+    if (kernels::find_kernel(c.kernel) == nullptr) continue;  // measured, not in this build
+    if (!best || c.speedup > best->speedup) best = &c;
+  }
+  return best;
+}
+
+// The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
+// else the first registered one (every kernel is correct for any N). Null when none exists.
+const kernels::KernelInfo* fallback_kernel(Format f, int64_t n) {
+  const kernels::KernelInfo* first = nullptr;
+  for (const auto& k : kernels::all_kernels()) {
+    if (k.format != f) continue;
+    if (!first) first = &k;
+    if (n >= k.best_min_n && n <= k.best_max_n) return &k;
+  }
+  return first;
+}
+
+}  // namespace
+
+const char* rule_table_gpu() { return SPARROW_RULE_TABLE_GPU; }
+const char* rule_table_date() { return SPARROW_RULE_TABLE_DATE; }
+
+double density_of(const Weight& w) {
+  const Shape& s = shape_of(w);
+  const double total = double(s.rows) * double(s.cols);
+  switch (format_of(w)) {
+    case Format::dense: return 1.0;
+    case Format::csr: return double(std::get<csr::Matrix>(w).nnz()) / total;
+    case Format::macko: return double(std::get<macko::Matrix>(w).nnz) / total;
+    case Format::tca_bme: return double(std::get<tca_bme::Matrix>(w).nnz) / total;
+    case Format::tiled_csl: return double(std::get<tiled_csl::Matrix>(w).nnz()) / total;
+    case Format::nm: {
+      const auto& p = std::get<nm::Matrix>(w).pattern;
+      return double(p.n) / double(p.m);
+    }
+  }
+  return 1.0;
+}
+
+const kernels::KernelInfo* choose_kernel(Format f, double density, int64_t n) {
+  if (const Cell* c = best_cell(f, 1.0 - density, n)) return kernels::find_kernel(c->kernel);
+  return fallback_kernel(f, n);
+}
+
+Result<KernelPick> pick_kernel(Format f, double density, int64_t n) {
+  KernelPick pick;
+  if (const Cell* c = best_cell(f, 1.0 - density, n)) {
+    pick.kernel = c->kernel;
+    pick.measured_speedup = c->speedup;
+    pick.reason = "fastest measured " + std::string(format_name(f)) + " kernel near N=" +
+                  std::to_string(c->n) + ", sparsity " + fmt("%.2f", c->sparsity) + ": " +
+                  fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu();
+    return pick;
+  }
+  const kernels::KernelInfo* k = fallback_kernel(f, n);
+  if (!k) {
+    return unsupported(std::string("no GPU kernel for the ") + format_name(f) +
+                       " format in this build");
+  }
+  pick.kernel = k->name;
+  const bool built_for = n >= k->best_min_n && n <= k->best_max_n;
+  pick.reason = "no measurement near N=" + std::to_string(n) + "; " + k->name +
+                (built_for ? " is built for N in [" + std::to_string(k->best_min_n) + ", " +
+                                 std::to_string(k->best_max_n) + "]"
+                           : " (no kernel is built for this N; all are correct for any N)");
+  return pick;
+}
+
+FormatPick pick_format(double density, int64_t n, bool allow_nm) {
+  FormatPick out;
+  out.kernel = "dense.cublas";
+  const Format sparse[] = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl,
+                           Format::nm};
+  double best = 0.0;
+  std::string best_name;
+  for (Format f : sparse) {
+    if (f == Format::nm && !allow_nm) continue;
+    auto k = pick_kernel(f, density, n);
+    if (!k.ok() || k->measured_speedup <= 0.0) continue;
+    if (k->measured_speedup > best) {
+      best = k->measured_speedup;
+      best_name = k->kernel;
+      if (best > 1.0) {
+        out.format = f;
+        out.kernel = k->kernel;
+        out.measured_speedup = best;
+      }
+    }
+  }
+  if (out.format == Format::dense) {
+    out.reason = best_name.empty()
+                     ? "no sparse kernel measured near N=" + std::to_string(n) + ": dense"
+                     : "no sparse format measured faster than cuBLAS at N=" + std::to_string(n) +
+                           ", density " + fmt("%.2f", density) + " (best: " + best_name + " " +
+                           fmt("%.2fx", best) + "): dense";
+  } else {
+    out.reason = std::string(format_name(out.format)) + " with " + out.kernel + ": " +
+                 fmt("%.2fx", out.measured_speedup) + " cuBLAS measured at N~" +
+                 std::to_string(n) + ", density " + fmt("%.2f", density) + " on " +
+                 rule_table_gpu();
+  }
+  return out;
+}
+
+}  // namespace sparrow

@@ -1,0 +1,70 @@
+// The rule table and the choices made from it (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels/kernel.hpp"
+#include "sparrow/dispatch.hpp"
+#include "sparrow/patterns.hpp"
+
+using namespace sparrow;
+
+TEST(Dispatch, EveryFormatWithKernelsGetsARegisteredKernelForAnyN) {
+  for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl}) {
+    for (int64_t n : {1, 2, 3, 8, 17, 64, 129, 512, 4096}) {
+      for (double d : {1.0, 0.5, 0.3, 0.1, 0.001}) {
+        auto k = pick_kernel(f, d, n);
+        ASSERT_TRUE(k.ok()) << format_name(f) << " N=" << n << ": " << k.status().to_string();
+        const kernels::KernelInfo* info = kernels::find_kernel(k->kernel.c_str());
+        ASSERT_NE(info, nullptr) << k->kernel;
+        EXPECT_EQ(info->format, f) << k->kernel;
+        EXPECT_FALSE(k->reason.empty());
+      }
+    }
+  }
+}
+
+TEST(Dispatch, FormatWithoutKernelIsUnsupportedWithAMessage) {
+  auto k = pick_kernel(Format::nm, 0.5, 1);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), Code::unsupported);
+  EXPECT_NE(k.status().message().find("nm"), std::string::npos);
+}
+
+TEST(Dispatch, MeasuredCellsDriveTheKernelChoice) {
+  // The table holds N = 1 measurements for macko: the pick cites them.
+  auto k = pick_kernel(Format::macko, 0.3, 1);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->kernel, "macko.warp_row");
+  EXPECT_GT(k->measured_speedup, 0.0);
+  EXPECT_NE(k->reason.find("measured"), std::string::npos) << k->reason;
+}
+
+TEST(Dispatch, FallsBackToDenseWhereNothingSparseWasMeasuredFaster) {
+  // Prefill-sized N: nothing measured near, so dense.
+  FormatPick p = pick_format(0.5, 4096);
+  EXPECT_EQ(p.format, Format::dense);
+  EXPECT_EQ(p.kernel, "dense.cublas");
+  EXPECT_FALSE(p.reason.empty());
+  // Dense weights (density 1) never go sparse.
+  EXPECT_EQ(pick_format(1.0, 1).format, Format::dense);
+}
+
+TEST(Dispatch, PicksASparseFormatWhereTheTableSaysItWins) {
+  // At 90 % sparsity and N = 1 every table generated so far has a sparse kernel >= 2x cuBLAS.
+  FormatPick p = pick_format(0.1, 1);
+  EXPECT_NE(p.format, Format::dense) << p.reason;
+  EXPECT_GT(p.measured_speedup, 1.0);
+  EXPECT_NE(p.reason.find(rule_table_gpu()), std::string::npos) << p.reason;
+}
+
+TEST(Dispatch, DensityOfEachFormat) {
+  HostMatrix w = patterns::nm_pattern(DType::fp16, 64, 64, {2, 4, 1}, 0.0, 1);
+  for (Format f : kAllFormats) {
+    EncodeOptions o;
+    o.nm_pattern = {2, 4, 1};
+    auto e = encode(f, w.view(), o);
+    ASSERT_TRUE(e.ok());
+    EXPECT_NEAR(density_of(e.value()), f == Format::dense ? 1.0 : 0.5, 1e-12) << format_name(f);
+  }
+}
