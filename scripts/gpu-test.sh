@@ -5,12 +5,13 @@
 #                                          (default build/release; .carry/bin after scripts/carry.sh)
 #
 # Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
-# decode tables of issue 3 (random, then a magnitude pass, then bf16 with --formats best), then
+# decode tables of issue 3 (random), the tensor-core table of issue 4 (N = 8..512), a magnitude
+# pass and bf16 with --formats best, then
 # optional stages: any
 # scripts/gpu-test.d/*.sh (each gets BUILD_DIR and OUT_DIR) and scripts/check_safetensors.py when
 # present. Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
 #   gpu-test.log          every stage's output, in order
-#   bench-random.{json,csv}, bench-magnitude.{json,csv}, bench-best-bf16.json
+#   bench-random.{json,csv}, bench-tc.csv, bench-magnitude.csv, bench-best-bf16.json
 #   extra.log             the optional stages (only if one ran)
 #   summary.txt           the stage table and the decode summary (also printed last)
 # Budget: at most 8 minutes on an H100 (the sum of the stage limits, env *_LIMIT seconds).
@@ -45,7 +46,10 @@ MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
 MAGNITUDE_SHAPES=${MAGNITUDE_SHAPES:-4096x4096,11008x4096,4096x11008}
-BENCH_FORMATS=${BENCH_FORMATS:-all}
+# `best` = every kernel plus sparrow::matmul's pick per format, so wrong picks show.
+BENCH_FORMATS=${BENCH_FORMATS:-best}
+TC_FORMATS=${TC_FORMATS:-dense.cublas,tca_bme.mma,tiled_csl.mma}
+TC_LIMIT=${TC_LIMIT:-120}
 
 stages=()
 overall=0
@@ -102,9 +106,14 @@ stage bench-random "$BENCH_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHAPE
   --n 1,2,4,8,16 --sparsity 0.5,0.7,0.9 --pattern random --formats "$BENCH_FORMATS" --reps 50 \
   --json "$OUT_DIR/bench-random.json" --csv "$OUT_DIR/bench-random.csv"
 
+# Tensor-core regime (N = 8..512): the SpMM kernels against cuBLAS on the same shapes.
+stage bench-tensor-core "$TC_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHAPES" \
+  --n 8,16,32,64,128,256,512 --sparsity 0.5,0.7,0.9 --pattern random \
+  --formats "$TC_FORMATS" --reps 50 --csv "$OUT_DIR/bench-tc.csv"
+
 stage bench-magnitude "$MAGNITUDE_LIMIT" "$LOG" "$SPARROW" bench --shapes "$MAGNITUDE_SHAPES" \
   --n 1,8 --sparsity 0.5,0.7,0.9 --pattern magnitude --formats "$BENCH_FORMATS" --reps 50 \
-  --json "$OUT_DIR/bench-magnitude.json" --csv "$OUT_DIR/bench-magnitude.csv"
+  --csv "$OUT_DIR/bench-magnitude.csv"
 
 # bf16 and `--formats best` (sparrow::matmul next to every kernel) on two small Llama-3 shapes.
 stage bench-best-bf16 "$BEST_LIMIT" "$LOG" "$SPARROW" bench --shapes 4096x4096,1024x4096 \
@@ -128,7 +137,7 @@ fi
   for s in "${stages[@]}"; do echo "  $s"; done
   grep -E '^# (gpu|clocks|read bandwidth|sparrow)' "$LOG" | sort -u
   if command -v python3 >/dev/null && [ -f "$HERE/bench_summary.py" ]; then
-    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-magnitude.json "$OUT_DIR"/bench-best-bf16.json; do
+    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-best-bf16.json; do
       [ -f "$j" ] && python3 "$HERE/bench_summary.py" "$j"
     done
   fi
