@@ -10,5 +10,7 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitNoGpu = 3;
 
 void register_formats(CLI::App& app, int& exit_code);
+void register_synth(CLI::App& app, int& exit_code);
+void register_prune(CLI::App& app, int& exit_code);
 
 }  // namespace sparrow::cli
