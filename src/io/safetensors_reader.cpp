@@ -47,6 +47,12 @@ Result<ConstMatrixView> TensorView::matrix() const {
     return invalid_argument("tensor '" + info->name + "' is " +
                             std::to_string(info->shape.size()) + "-D, expected a 2-D matrix");
   }
+  // Matrix views are read with typed loads: the data must be aligned to its element size. Files
+  // written by safetensors/sparrow are, unless an odd-sized tensor precedes this one.
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) != 0) {
+    return unsupported("tensor '" + info->name + "' is not aligned to its element size in the "
+                       "file; load a copy (ModelWeights::load) instead of a view");
+  }
   return ConstMatrixView{data, *dt, info->shape[0], info->shape[1], info->shape[1]};
 }
 

@@ -54,7 +54,8 @@ struct TensorView {
   const TensorInfo* info = nullptr;
   const uint8_t* data = nullptr;  // no alignment guaranteed: copy, or memcpy element-wise
 
-  // A 2-D F16/BF16/F32 tensor as a matrix view (ld == cols); error for anything else.
+  // A 2-D F16/BF16/F32 tensor as a matrix view (ld == cols); error for anything else, and
+  // (unsupported) when the data is not aligned to its element size in the mapped file.
   Result<ConstMatrixView> matrix() const;
 };
 
