@@ -67,6 +67,14 @@ Result<TensorView> SafetensorsFile::tensor(std::string_view name) const {
   return TensorView{t, data(*t)};
 }
 
+void SafetensorsFile::release_pages(const TensorInfo& t) const {
+  if (!storage_ || !storage_->mapping) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(data(t)) + page - 1) / page * page;
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(data(t) + t.bytes()) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status(Code::io_error, "cannot open " + path + ": " + std::strerror(errno));

@@ -324,8 +324,18 @@ Result<ModelPruneReport> prune_model(
         not_pruned.insert(name);
         // Copied unchanged: plain tensors byte for byte, sparrow sparse tensors re-serialised,
         // compressed-tensors weights decompressed (sparrow stores them dense when not pruned).
-        SPARROW_ASSIGN_OR_RETURN(io::LoadedTensor lt, mw.load(name));
         uint64_t bytes = 0;
+        if (!mw.is_sparse(name)) {  // straight from the mapping, no copy
+          SPARROW_ASSIGN_OR_RETURN(io::TensorView v, ck.tensor(name));
+          SPARROW_RETURN_IF_ERROR(writer.add(name, v.info->dtype, v.info->shape, v.data, v.info->bytes()));
+          report.total_before += v.info->bytes();
+          report.total_after += v.info->bytes();
+          mw.release_pages(name);
+          ++done;
+          if (progress) progress(done, total_tensors, name);
+          continue;
+        }
+        SPARROW_ASSIGN_OR_RETURN(io::LoadedTensor lt, mw.load(name));
         if (auto* w = std::get_if<Weight>(&lt)) {
           SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *w, *mw.sparse_info(name)));
           bytes = storage_bytes(*w);
@@ -337,6 +347,7 @@ Result<ModelPruneReport> prune_model(
         report.total_before += bytes;
         report.total_after += bytes;
       }
+      mw.release_pages(name);  // keeps resident memory near one tensor on large models
       ++done;
       if (progress) progress(done, total_tensors, name);
     }

@@ -77,6 +77,10 @@ class SafetensorsFile {
   Result<TensorView> tensor(std::string_view name) const;
   const uint8_t* data(const TensorInfo& t) const { return data_section_ + t.begin; }
   uint64_t file_size() const { return size_; }
+  // Drops the mapped pages of a tensor already copied out (madvise DONTNEED), so streaming over
+  // a large model keeps resident memory near one tensor; the data stays readable (re-faulted
+  // from the file). No-op for in-memory files.
+  void release_pages(const TensorInfo& t) const;
 
  private:
   struct Storage;
