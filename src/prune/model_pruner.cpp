@@ -138,7 +138,7 @@ Result<ModelPruneReport> prune_model(
   const auto t_start = Clock::now();
   // ---- arguments (all checked before anything is read or written) ----
   const bool is_nm = o.structure.kind == Structure::Kind::nm;
-  if (!is_nm && !(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
+  if (!(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
     return invalid_argument("--sparsity must be in [0, 1), got " + std::to_string(o.sparsity));
   }
   if (o.format != "auto" && !parse_format(o.format)) {
