@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the safetensors reader fuzz target with clang's libFuzzer + AddressSanitizer + UBSan and
-# runs it on a small generated seed corpus. Not part of the CMake build.
+# Builds the two fuzz targets with clang's libFuzzer + AddressSanitizer + UBSan and runs each for
+# half the time on a generated seed corpus. Not part of the CMake build.
+#   tests/fuzz/safetensors_fuzz.cpp    the safetensors reader and the config.json parser
+#   tests/fuzz/sparse_weight_fuzz.cpp  sparse checkpoint loading: metadata -> Weight -> validate
+#                                      -> decode, over every format's host code
 #   scripts/fuzz.sh [seconds=60] [build dir=build/fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +18,15 @@ mkdir -p "$OUT/corpus" "$OUT/artifacts"
   tests/fuzz/safetensors_fuzz.cpp src/io/safetensors_reader.cpp src/io/tensor_dtype.cpp \
   src/io/config.cpp src/core/dtype.cpp src/core/status.cpp src/core/matrix.cpp \
   -o "$OUT/safetensors_fuzz"
+
+# Sparse checkpoint loading: the reader, weight serialisation and every format's host code.
+FORMAT_SOURCES=$(find src/formats -name '*.cpp' | sort)
+"$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc \
+  tests/fuzz/sparse_weight_fuzz.cpp src/io/safetensors_reader.cpp src/io/tensor_dtype.cpp \
+  src/io/weight_serialization.cpp src/io/safetensors_writer.cpp $FORMAT_SOURCES src/core/dtype.cpp src/core/status.cpp \
+  src/core/matrix.cpp -o "$OUT/sparse_weight_fuzz"
+mkdir -p "$OUT/sparse_corpus"
 
 # Seeds: small valid files (several dtypes, metadata, zero-sized tensors, padded header) and a
 # config.json.
@@ -48,5 +60,29 @@ open(os.path.join(out, "config"), "w").write(json.dumps({
   "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}}))
 PY
 
-"$OUT/safetensors_fuzz" "$OUT/corpus" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 \
+# Sparse seeds: one small pruned layer per format, written by the sparrow CLI when it is built
+# (SPARROW_BIN, default build/dev/sparrow).
+BIN=${SPARROW_BIN:-build/dev/sparrow}
+if [ -x "$BIN" ]; then
+  tmp=$(mktemp -d)
+  "$BIN" synth --preset custom --hidden 64 --heads 2 --layers 1 --intermediate 96 --vocab 16 \
+    --out "$tmp/m" > /dev/null
+  for f in dense csr macko tca_bme tiled_csl; do
+    "$BIN" prune --model "$tmp/m" --out "$tmp/$f" --format "$f" --ignore 'mlp|k_proj|v_proj|o_proj' --quiet > /dev/null
+    cp "$tmp/$f/model.safetensors" "$OUT/sparse_corpus/$f"
+  done
+  "$BIN" prune --model "$tmp/m" --out "$tmp/nm" --structure 2:4 --format nm --ignore 'mlp|k_proj|v_proj|o_proj' --quiet > /dev/null
+  cp "$tmp/nm/model.safetensors" "$OUT/sparse_corpus/nm"
+  rm -rf "$tmp"
+else
+  echo "note: $BIN not built; the sparse target starts from the generic seeds only" >&2
+fi
+cp "$OUT/corpus/"* "$OUT/sparse_corpus/" 2>/dev/null || true
+
+HALF=$(( (SECONDS_TO_RUN + 1) / 2 ))
+echo "== safetensors_fuzz ($HALF s)"
+"$OUT/safetensors_fuzz" "$OUT/corpus" -max_total_time="$HALF" -max_len=4096 \
+  -artifact_prefix="$OUT/artifacts/" -print_final_stats=1
+echo "== sparse_weight_fuzz ($HALF s)"
+"$OUT/sparse_weight_fuzz" "$OUT/sparse_corpus" -max_total_time="$HALF" -max_len=131072 \
   -artifact_prefix="$OUT/artifacts/" -print_final_stats=1
