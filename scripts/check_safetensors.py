@@ -14,7 +14,7 @@ Checks, per shard (model.safetensors or the shards of model.safetensors.index.js
   * with --reference: every plain (dense) tensor equals the reference tensor of the same name,
     except zeros in pruned tensors (then the kept values must match and the pruned ones be zero).
 Exit status 0 when everything checks out, 1 otherwise (the failures are printed).
-Needs: safetensors, numpy (torch optional, used for bf16 when present).
+Needs: safetensors, numpy (torch optional: used for BF16 tensors when present).
 """
 import argparse
 import json
@@ -64,27 +64,25 @@ def raw_tensor(path, info, base):
     return np.frombuffer(raw, dtype=NP_DTYPES[info["dtype"]]).reshape(info["shape"])
 
 
-def load_with_safetensors(handle, name, dtype):
-    """A tensor through safetensors as a numpy array (bf16 as raw uint16 bits)."""
-    if handle[1] == "pt":
+def load_with_safetensors(handles, name, dtype):
+    """A tensor through safetensors as a numpy array. numpy has no bfloat16, so BF16 tensors go
+    through torch (when installed) and come back as their raw 16-bit patterns."""
+    if dtype == "BF16":
         import torch
-        t = handle[0].get_tensor(name)
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(np.uint16)
-        return t.numpy()
-    return handle[0].get_tensor(name)
+        return handles["pt"].get_tensor(name).view(torch.int16).numpy().view(np.uint16)
+    return handles["np"].get_tensor(name)
 
 
 def open_safetensors(path, header):
-    has_bf16 = any(isinstance(v, dict) and v.get("dtype") == "BF16" for v in header.values())
-    try:
-        import torch  # noqa: F401
-        return (safe_open(path, framework="pt"), "pt")
-    except ImportError:
-        if has_bf16:
+    handles = {"np": safe_open(path, framework="np")}
+    if any(isinstance(v, dict) and v.get("dtype") == "BF16" for v in header.values()):
+        try:
+            import torch  # noqa: F401
+            handles["pt"] = safe_open(path, framework="pt")
+        except ImportError:
             print(f"note: {path} has BF16 tensors and torch is absent; numpy cannot load them, "
                   "checking them by raw bytes only")
-        return (safe_open(path, framework="np"), "np")
+    return handles
 
 
 def reference_tensors(ref_dir):
@@ -122,10 +120,10 @@ def main():
         if (base % 8) != 0:
             fail(f"{path}: data section starts at {base}, not 8-byte aligned")
         handle = open_safetensors(path, header)
-        names = set(handle[0].keys())
+        names = set(handle["np"].keys())
         if expected_names is not None and names != expected_names:
             fail(f"{path}: tensors differ from the index ({len(names ^ expected_names)} differ)")
-        meta = handle[0].metadata() or {}
+        meta = handle["np"].metadata() or {}
         arrays = {}
 
         def get(n):
@@ -137,7 +135,7 @@ def main():
             info = header[name]
             raw = get(name)
             n_tensors += 1
-            if not (info["dtype"] == "BF16" and handle[1] == "np"):
+            if info["dtype"] != "BF16" or "pt" in handle:
                 st = load_with_safetensors(handle, name, info["dtype"])
                 if list(st.shape) != info["shape"]:
                     fail(f"{name}: safetensors shape {list(st.shape)} != header {info['shape']}")
