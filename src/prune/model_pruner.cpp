@@ -172,8 +172,10 @@ Result<ModelPruneReport> prune_model(
     }
   }
   if (o.out_dir.empty()) return invalid_argument("--out is required");
-  const fs::path out = fs::absolute(o.out_dir).lexically_normal();
-  const fs::path in = fs::absolute(o.model_dir).lexically_normal();
+  fs::path out = fs::absolute(o.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
+  fs::path in = fs::absolute(o.model_dir).lexically_normal();
+  if (in.filename().empty()) in = in.parent_path();
   if (out == in) return invalid_argument("--out must differ from --model");
   if (fs::exists(out) && !o.force) {
     return invalid_argument("output directory " + out.string() +
