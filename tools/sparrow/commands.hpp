@@ -12,6 +12,8 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitNoGpu = 3;
 
 void register_formats(CLI::App& app, int& exit_code);
+void register_synth(CLI::App& app, int& exit_code);
+void register_prune(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 
 // The full command line, as typed (main() sets it; benchmark headers print it).
