@@ -6,10 +6,9 @@
 #
 # Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
 # decode tables of issue 3 (random), the tensor-core table of issue 4 (N = 8..512), a magnitude
-# pass and bf16 with --formats best, then
-# optional stages: any
-# scripts/gpu-test.d/*.sh (each gets BUILD_DIR and OUT_DIR) and scripts/check_safetensors.py when
-# present. Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
+# pass and bf16 with --formats best, then every scripts/gpu-test.d/*.sh (each gets BUILD_DIR and
+# OUT_DIR; e.g. checkpoints.sh reads sparrow's checkpoints back with Python's safetensors).
+# Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
 #   gpu-test.log          every stage's output, in order
 #   bench-random.{json,csv}, bench-tc.csv, bench-magnitude.csv, bench-best-bf16.json
 #   extra.log             the optional stages (only if one ran)
@@ -127,9 +126,6 @@ if [ -d "$HERE/gpu-test.d" ]; then
     [ -f "$s" ] || continue
     stage "$(basename "$s" .sh)" "$EXTRA_LIMIT" "$EXTRA" bash "$s" "$BUILD" "$OUT_DIR"
   done
-fi
-if [ -f "$HERE/check_safetensors.py" ] && command -v python3 >/dev/null; then
-  stage check-safetensors "$EXTRA_LIMIT" "$EXTRA" python3 "$HERE/check_safetensors.py"
 fi
 
 {
