@@ -269,6 +269,47 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 //   - the next step's 20 bytes per lane are loaded while this step decodes.
 // LANES = 16 puts two rows in a warp: at 90 % sparsity a 4096-column row is ~2 warp steps, and
 // the per-row fixed cost (row extent load, scan, reduction) is then shared by twice the rows.
+// One step of LANES lanes x 8 entries for one token; returns this lane's partial dot product and
+// advances `carry` (the row's column count before the next step, mod 2^32).
+template <class T, int LANES>
+__device__ __forceinline__ float one_token_step(uint4 v, uint32_t d, uint32_t base, uint32_t s,
+                                                uint32_t e, uint32_t k, int sl, uint32_t& carry,
+                                                const T* __restrict__ x) {
+  // The row's first or last lane: clear what belongs to the neighbouring rows.
+  if (base < s || base + Config::kChunk > e) {
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t idx = base + i;
+      if (idx < s) d &= ~(0xFu << (4 * i));
+      if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
+    }
+    v = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
+  const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
+  const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
+  uint32_t incl = total;
+#pragma unroll
+  for (int o = 1; o < LANES; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+    if (sl >= o) incl += u;
+  }
+  uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
+  carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    col += ((d >> (4 * i)) & 0xFu) + 1u;
+    if (col < k) {
+      const float2 pair = unpack2<T>(words[i / 2]);
+      acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
+    }
+  }
+  return acc;
+}
+
 template <class T, int LANES>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads)
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
@@ -297,48 +338,24 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
       d = load_stream4(deltas + base / 2);
     }
   };
-  uint4 v;
-  uint32_t d;
-  load(wb0 + sl * Config::kChunk, v, d);
+  // A ring of U steps: step st + U is requested as soon as step st's registers are free, so
+  // U steps (U * 640 bytes per warp) stay in flight through the row.
+  constexpr int U = OneTokenConfig::kStepsInFlight;
+  uint4 vb[U];
+  uint32_t db[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) load(wb0 + u * kStep + sl * Config::kChunk, vb[u], db[u]);
   float acc = 0.f;
-  for (uint32_t st = 0; st < steps; ++st) {
-    const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
-    uint4 vn;
-    uint32_t dn;
-    load(base + kStep, vn, dn);
-    // The row's first or last lane: clear what belongs to the neighbouring rows.
-    if (base < s || base + Config::kChunk > e) {
-      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  for (uint32_t st = 0; st < steps; st += U) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t idx = base + i;
-        if (idx < s) d &= ~(0xFu << (4 * i));
-        if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
-      }
-      v = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int u = 0; u < U; ++u) {
+      if (st + u >= steps) break;  // warp-uniform
+      const uint32_t base = wb0 + (st + u) * kStep + sl * Config::kChunk;
+      const uint4 v = vb[u];
+      const uint32_t d = db[u];
+      load(base + U * kStep, vb[u], db[u]);
+      acc += one_token_step<T, LANES>(v, d, base, s, e, k, sl, carry, x);
     }
-    // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
-    const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
-    const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
-    uint32_t incl = total;
-#pragma unroll
-    for (int o = 1; o < LANES; o <<= 1) {
-      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
-      if (sl >= o) incl += u;
-    }
-    uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
-    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      col += ((d >> (4 * i)) & 0xFu) + 1u;
-      if (col < k) {
-        const float2 pair = unpack2<T>(words[i / 2]);
-        acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
-      }
-    }
-    v = vn;
-    d = dn;
   }
 #pragma unroll
   for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -430,7 +447,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
-    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), one_token_override());
+    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
       return launch_one_token<T>(mm, which, x, y, bias, p.opt.accumulate, stream);
     }
@@ -447,11 +464,18 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested) {
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int sm_count,
+                                OneTokenKernel requested) {
   if (requested != OneTokenKernel::automatic) return requested;
-  // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
-  return entries < rows * kHalfWarpBelowEntriesPerRow ? OneTokenKernel::half_warp
-                                                        : OneTokenKernel::warp;
+  // Half a warp per row when rows are short (a warp step of 256 entries would be most of a row),
+  // or when there are rows enough that two per warp still give every SM kHalfWarpMinWarpsPerSm
+  // warps (measured on 11008 rows: half warps 9-18 % faster; on 4096 rows, 16 warps per SM,
+  // 27-37 % slower).
+  if (entries < rows * kHalfWarpBelowEntriesPerRow) return OneTokenKernel::half_warp;
+  if (rows >= 2 * int64_t(kHalfWarpMinWarpsPerSm) * std::max(sm_count, 1)) {
+    return OneTokenKernel::half_warp;
+  }
+  return OneTokenKernel::warp;
 }
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }
