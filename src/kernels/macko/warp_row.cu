@@ -310,7 +310,7 @@ __device__ __forceinline__ float one_token_step(uint4 v, uint32_t d, uint32_t ba
   return acc;
 }
 
-template <class T, int LANES>
+template <class T, int LANES, int U>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads)
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
@@ -339,8 +339,8 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
     }
   };
   // A ring of U steps: step st + U is requested as soon as step st's registers are free, so
-  // U steps (U * 640 bytes per warp) stay in flight through the row.
-  constexpr int U = OneTokenConfig::kStepsInFlight;
+  // U steps (U * 640 bytes per warp) stay in flight through the row. U = 1 (one step ahead)
+  // measured best: U = 4 was 12-30 % slower (run P2), see OneTokenConfig.
   uint4 vb[U];
   uint32_t db[U];
 #pragma unroll
@@ -384,13 +384,22 @@ Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, const T* 
   const int rows_per_block = (OneTokenConfig::kThreads / 32) * (which == OneTokenKernel::half_warp ? 2 : 1);
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
   const uint32_t k = uint32_t(mm.shape.cols);
+  // SPARROW_MACKO_STEPS_IN_FLIGHT=2 (experiments; read once): a ring of two steps.
+  static const bool two_steps = [] {
+    const char* e = std::getenv("SPARROW_MACKO_STEPS_IN_FLIGHT");
+    return e && std::atoi(e) == 2;
+  }();
+#define SPARROW_MACKO_ONE_TOKEN_LAUNCH(LANES, U)                                                  \
+  macko_one_token_kernel<T, LANES, U><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(           \
+      mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate)
   if (which == OneTokenKernel::half_warp) {
-    macko_one_token_kernel<T, 16><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
-        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+    if (two_steps) SPARROW_MACKO_ONE_TOKEN_LAUNCH(16, 2);
+    else SPARROW_MACKO_ONE_TOKEN_LAUNCH(16, OneTokenConfig::kStepsInFlight);
   } else {
-    macko_one_token_kernel<T, 32><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
-        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+    if (two_steps) SPARROW_MACKO_ONE_TOKEN_LAUNCH(32, 2);
+    else SPARROW_MACKO_ONE_TOKEN_LAUNCH(32, OneTokenConfig::kStepsInFlight);
   }
+#undef SPARROW_MACKO_ONE_TOKEN_LAUNCH
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();
 }

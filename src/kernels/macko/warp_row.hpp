@@ -24,7 +24,9 @@ struct Config {
 // L1 (no shared-memory staging, no block barrier). See warp_row.cu for why.
 struct OneTokenConfig {
   static constexpr int kThreads = 256;       // 8 warps per block
-  static constexpr int kStepsInFlight = 4;   // 640 B per warp each
+  // Steps (640 B per warp each) loaded ahead of the one being decoded. Measured (bench/NOTES-
+  // decode.md, runs P1/P2): 1 step 12-30 % faster than 4 (registers: fewer warps per SM).
+  static constexpr int kStepsInFlight = 1;
 };
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
