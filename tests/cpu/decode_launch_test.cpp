@@ -86,22 +86,18 @@ TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
 
 TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
   using macko_warp_row::OneTokenKernel;
-  using macko_warp_row::choose_one_token;
   const int64_t cut = macko_warp_row::kHalfWarpBelowEntriesPerRow;
-  const int64_t many = 2 * macko_warp_row::kHalfWarpMinWarpsPerSm * 132;  // rows on 132 SMs
-  // Few rows (4096 on an H100) of >= `cut` entries: a warp each; shorter rows: half a warp.
-  EXPECT_EQ(choose_one_token(4096, 4096 * cut, 132, OneTokenKernel::automatic), OneTokenKernel::warp);
-  EXPECT_EQ(choose_one_token(4096, 4096 * cut - 1, 132, OneTokenKernel::automatic),
-            OneTokenKernel::half_warp);
-  EXPECT_EQ(choose_one_token(7, 0, 132, OneTokenKernel::automatic), OneTokenKernel::half_warp);
-  // Rows enough for 32 warps per SM at two rows per warp: half a warp.
-  EXPECT_EQ(choose_one_token(many, many * 4096, 132, OneTokenKernel::automatic),
-            OneTokenKernel::half_warp);
-  EXPECT_EQ(choose_one_token(many - 1, many * 4096, 132, OneTokenKernel::automatic),
+  // Rows of >= `cut` entries on average: a warp each; shorter: half a warp.
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut, OneTokenKernel::automatic),
             OneTokenKernel::warp);
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut - 1, OneTokenKernel::automatic),
+            OneTokenKernel::half_warp);
+  EXPECT_EQ(macko_warp_row::choose_one_token(7, 0, OneTokenKernel::automatic),
+            OneTokenKernel::half_warp);
   // An explicit request (the experiment knob) wins.
-  EXPECT_EQ(choose_one_token(100, 1, 132, OneTokenKernel::persistent), OneTokenKernel::persistent);
-  EXPECT_EQ(choose_one_token(100, 1000000, 132, OneTokenKernel::half_warp),
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1, OneTokenKernel::persistent),
+            OneTokenKernel::persistent);
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1000000, OneTokenKernel::half_warp),
             OneTokenKernel::half_warp);
 }
 

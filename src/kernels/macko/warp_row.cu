@@ -266,51 +266,12 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 //     macko's own zero padding entries.)
 //   - the lane's column total is a byte-parallel nibble sum (4 instructions), not 8 additions
 //     ahead of the scan; the per-entry column is a running sum from the lane's start.
-//   - the next step's 20 bytes per lane are loaded while this step decodes.
+//   - the next step's 20 bytes per lane are loaded while this step decodes (one step ahead: the
+//     kernel then needs 32 registers, 64 warps per SM; a ring of 4 steps measured 12-30 % slower,
+//     2 steps no better — bench/NOTES-decode.md runs P2, P3).
 // LANES = 16 puts two rows in a warp: at 90 % sparsity a 4096-column row is ~2 warp steps, and
 // the per-row fixed cost (row extent load, scan, reduction) is then shared by twice the rows.
-// One step of LANES lanes x 8 entries for one token; returns this lane's partial dot product and
-// advances `carry` (the row's column count before the next step, mod 2^32).
 template <class T, int LANES>
-__device__ __forceinline__ float one_token_step(uint4 v, uint32_t d, uint32_t base, uint32_t s,
-                                                uint32_t e, uint32_t k, int sl, uint32_t& carry,
-                                                const T* __restrict__ x) {
-  // The row's first or last lane: clear what belongs to the neighbouring rows.
-  if (base < s || base + Config::kChunk > e) {
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t idx = base + i;
-      if (idx < s) d &= ~(0xFu << (4 * i));
-      if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
-    }
-    v = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-  // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
-  const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
-  const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
-  uint32_t incl = total;
-#pragma unroll
-  for (int o = 1; o < LANES; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
-    if (sl >= o) incl += u;
-  }
-  uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
-  carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-  float acc = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    col += ((d >> (4 * i)) & 0xFu) + 1u;
-    if (col < k) {
-      const float2 pair = unpack2<T>(words[i / 2]);
-      acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
-    }
-  }
-  return acc;
-}
-
-template <class T, int LANES, int U>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads)
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
@@ -338,24 +299,48 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
       d = load_stream4(deltas + base / 2);
     }
   };
-  // A ring of U steps: step st + U is requested as soon as step st's registers are free, so
-  // U steps (U * 640 bytes per warp) stay in flight through the row. U = 1 (one step ahead)
-  // measured best: U = 4 was 12-30 % slower (run P2), see OneTokenConfig.
-  uint4 vb[U];
-  uint32_t db[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) load(wb0 + u * kStep + sl * Config::kChunk, vb[u], db[u]);
+  uint4 v;
+  uint32_t d;
+  load(wb0 + sl * Config::kChunk, v, d);
   float acc = 0.f;
-  for (uint32_t st = 0; st < steps; st += U) {
+  for (uint32_t st = 0; st < steps; ++st) {
+    const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
+    uint4 vn;
+    uint32_t dn;
+    load(base + kStep, vn, dn);
+    // The row's first or last lane: clear what belongs to the neighbouring rows.
+    if (base < s || base + Config::kChunk > e) {
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (st + u >= steps) break;  // warp-uniform
-      const uint32_t base = wb0 + (st + u) * kStep + sl * Config::kChunk;
-      const uint4 v = vb[u];
-      const uint32_t d = db[u];
-      load(base + U * kStep, vb[u], db[u]);
-      acc += one_token_step<T, LANES>(v, d, base, s, e, k, sl, carry, x);
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t idx = base + i;
+        if (idx < s) d &= ~(0xFu << (4 * i));
+        if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
+      }
+      v = make_uint4(w[0], w[1], w[2], w[3]);
     }
+    // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
+    const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
+    const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
+    uint32_t incl = total;
+#pragma unroll
+    for (int o = 1; o < LANES; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+      if (sl >= o) incl += u;
+    }
+    uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
+    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      col += ((d >> (4 * i)) & 0xFu) + 1u;
+      if (col < k) {
+        const float2 pair = unpack2<T>(words[i / 2]);
+        acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
+      }
+    }
+    v = vn;
+    d = dn;
   }
 #pragma unroll
   for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -384,22 +369,13 @@ Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, const T* 
   const int rows_per_block = (OneTokenConfig::kThreads / 32) * (which == OneTokenKernel::half_warp ? 2 : 1);
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
   const uint32_t k = uint32_t(mm.shape.cols);
-  // SPARROW_MACKO_STEPS_IN_FLIGHT=2 (experiments; read once): a ring of two steps.
-  static const bool two_steps = [] {
-    const char* e = std::getenv("SPARROW_MACKO_STEPS_IN_FLIGHT");
-    return e && std::atoi(e) == 2;
-  }();
-#define SPARROW_MACKO_ONE_TOKEN_LAUNCH(LANES, U)                                                  \
-  macko_one_token_kernel<T, LANES, U><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(           \
-      mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate)
   if (which == OneTokenKernel::half_warp) {
-    if (two_steps) SPARROW_MACKO_ONE_TOKEN_LAUNCH(16, 2);
-    else SPARROW_MACKO_ONE_TOKEN_LAUNCH(16, OneTokenConfig::kStepsInFlight);
+    macko_one_token_kernel<T, 16><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
+        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
   } else {
-    if (two_steps) SPARROW_MACKO_ONE_TOKEN_LAUNCH(32, 2);
-    else SPARROW_MACKO_ONE_TOKEN_LAUNCH(32, OneTokenConfig::kStepsInFlight);
+    macko_one_token_kernel<T, 32><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
+        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
   }
-#undef SPARROW_MACKO_ONE_TOKEN_LAUNCH
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();
 }
@@ -456,7 +432,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
-    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), dev.sm_count, one_token_override());
+    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), one_token_override());
     if (which != OneTokenKernel::persistent) {
       return launch_one_token<T>(mm, which, x, y, bias, p.opt.accumulate, stream);
     }
@@ -473,18 +449,14 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int sm_count,
-                                OneTokenKernel requested) {
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested) {
   if (requested != OneTokenKernel::automatic) return requested;
-  // Half a warp per row when rows are short (a warp step of 256 entries would be most of a row),
-  // or when there are rows enough that two per warp still give every SM kHalfWarpMinWarpsPerSm
-  // warps (measured on 11008 rows: half warps 9-18 % faster; on 4096 rows, 16 warps per SM,
-  // 27-37 % slower).
-  if (entries < rows * kHalfWarpBelowEntriesPerRow) return OneTokenKernel::half_warp;
-  if (rows >= 2 * int64_t(kHalfWarpMinWarpsPerSm) * std::max(sm_count, 1)) {
-    return OneTokenKernel::half_warp;
-  }
-  return OneTokenKernel::warp;
+  // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
+  // Not for long rows, even where half warps measured faster on random weights (11008x4096:
+  // 9-18 %): a warp runs its longer row's steps, and on magnitude-pruned weights (uneven rows)
+  // half warps were 29-61 % slower than on random ones (runs P1, P3).
+  return entries < rows * kHalfWarpBelowEntriesPerRow ? OneTokenKernel::half_warp
+                                                        : OneTokenKernel::warp;
 }
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }

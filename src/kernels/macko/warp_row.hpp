@@ -23,20 +23,14 @@ struct Config {
 // One token (N = 1): a non-persistent grid, one row per warp (or per half warp), X read through
 // L1 (no shared-memory staging, no block barrier). See warp_row.cu for why.
 struct OneTokenConfig {
-  static constexpr int kThreads = 256;       // 8 warps per block
-  // Steps (640 B per warp each) loaded ahead of the one being decoded. Measured (bench/NOTES-
-  // decode.md, runs P1/P2): 1 step 12-30 % faster than 4 (registers: fewer warps per SM).
-  static constexpr int kStepsInFlight = 1;
+  static constexpr int kThreads = 256;  // 8 warps per block
 };
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
 constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
-// ... or when two rows per warp still give every SM this many warps.
-constexpr int kHalfWarpMinWarpsPerSm = 32;
 // Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
-OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int sm_count,
-                                OneTokenKernel requested);
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows

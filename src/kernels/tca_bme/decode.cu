@@ -176,17 +176,12 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
                          const uint16_t* __restrict__ values, int64_t m, int64_t k,
                          int64_t groups_k, const T* __restrict__ x, T* __restrict__ y,
                          const T* __restrict__ bias, bool accumulate, bool x_al16) {
-  // Strip values per warp, one padding word after every 8 words: lanes read from starts about
-  // popcount(32 bits) values apart (16 at 50 % density = 8 words: every 4th lane in one bank);
-  // the padding moves each lane's start 9 banks from its neighbour's. Element p is at
-  // p + 2 * (p / 16).
-  constexpr int kWords = Config::kStripChunks * 4;
-  __shared__ uint32_t strip_words[Config::kMaxWarps][kWords + kWords / 8 + 1];
-  __shared__ float partial[Config::kMaxWarps][16];  // (warps, strip rows)
+  __shared__ uint4 strip_vals[Config::kMaxWarps][Config::kStripChunks];  // per warp
+  __shared__ float partial[Config::kMaxWarps][16];                       // (warps, strip rows)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t gm = blockIdx.x / 4;
   const int tm = blockIdx.x % 4;
-  const uint16_t* sv = reinterpret_cast<const uint16_t*>(strip_words[warp]);
+  const uint16_t* sv = reinterpret_cast<const uint16_t*>(strip_vals[warp]);
   // This lane's bitmap of the strip: q = tk * 4 + b, and which 32-bit half (rows 4hh..4hh+3).
   const int q = lane >> 1, hh = lane & 1, tk = q >> 2, b = q & 3;
   const int src = tm * 8 + (q >> 1);  // lane whose 16-byte load holds bitmap q
@@ -215,7 +210,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     const uint32_t strip_end = __shfl_sync(0xffffffffu, incl, tm * 8 + 7);
     const int64_t vstart = int64_t(gbase) + strip_first;
     const int64_t aligned = vstart & ~int64_t(7);
-    const int words = int((vstart + (strip_end - strip_first) - aligned + 7) / 8) * 4;
+    const int chunks = int((vstart + (strip_end - strip_first) - aligned + 7) / 8);
     // This lane's bitmap word and where its values start, from the lane that loaded it.
     const uint32_t sx = __shfl_sync(0xffffffffu, bm2.x, src);
     const uint32_t sy = __shfl_sync(0xffffffffu, bm2.y, src);
@@ -223,20 +218,18 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     const uint32_t sw = __shfl_sync(0xffffffffu, bm2.w, src);
     const uint32_t sexcl = __shfl_sync(0xffffffffu, excl, src);
     {
-      // All of the strip's words (<= 516: 17 per lane, 128 B per warp load) in flight before the
-      // first store; 4-byte stores of consecutive words into the padded buffer are conflict-free.
-      constexpr int kPerLane = (kWords + 31) / 32;
-      const uint32_t* src_words = reinterpret_cast<const uint32_t*>(values + aligned);
-      uint32_t buf[kPerLane];
+      // All of the strip's chunks (<= 129: 5 per lane) in flight before the first store.
+      constexpr int kPerLane = (Config::kStripChunks + 31) / 32;
+      uint4 buf[kPerLane];
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
-        const int w = lane + 32 * i;
-        if (w < words) buf[i] = load_stream4(src_words + w);
+        const int c = lane + 32 * i;
+        if (c < chunks) buf[i] = load_stream16(values + aligned + int64_t(c) * 8);
       }
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
-        const int w = lane + 32 * i;
-        if (w < words) strip_words[warp][w + (w >> 3)] = buf[i];
+        const int c = lane + 32 * i;
+        if (c < chunks) strip_vals[warp][c] = buf[i];
       }
     }
     const bool second = (q & 1) != 0;  // bitmap 2src+1: after bitmap 2src's values
@@ -252,7 +245,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         if ((word >> (r * 8 + c)) & 1u) {
-          acc[r] += to_float(*reinterpret_cast<const T*>(sv + p + ((p >> 4) << 1))) * xf[c];
+          acc[r] += to_float(*reinterpret_cast<const T*>(sv + p)) * xf[c];
           ++p;
         }
       }
