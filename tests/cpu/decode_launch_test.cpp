@@ -84,6 +84,23 @@ TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
   EXPECT_EQ(macko_warp_row::plan(1, 132, 4, 0).blocks, 1);
 }
 
+TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
+  using macko_warp_row::OneTokenKernel;
+  const int64_t cut = macko_warp_row::kHalfWarpBelowEntriesPerRow;
+  // Rows of >= `cut` entries on average: a warp each; shorter: half a warp.
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut, OneTokenKernel::automatic),
+            OneTokenKernel::warp);
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut - 1, OneTokenKernel::automatic),
+            OneTokenKernel::half_warp);
+  EXPECT_EQ(macko_warp_row::choose_one_token(7, 0, OneTokenKernel::automatic),
+            OneTokenKernel::half_warp);
+  // An explicit request (the experiment knob) wins.
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1, OneTokenKernel::persistent),
+            OneTokenKernel::persistent);
+  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1000000, OneTokenKernel::half_warp),
+            OneTokenKernel::half_warp);
+}
+
 TEST(DecodeLaunch, CsrBlocks) {
   EXPECT_EQ(csr_vector::blocks_for(1), 1);
   EXPECT_EQ(csr_vector::blocks_for(8), 1);

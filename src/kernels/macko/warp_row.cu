@@ -10,6 +10,8 @@
 #include "kernels/macko/warp_row.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <variant>
 
 #include "core/cuda_check.hpp"
@@ -252,6 +254,132 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   }
 }
 
+// ---- one token: a row per LANES lanes, X gathered through L1 --------------------------------
+// The persistent kernel above stages X^T in shared memory per block and walks rows with a
+// 4-step batch; at N = 1 it measured 36-60 % of the floor while csr.vector (non-persistent, a
+// warp per row, X through L1) reached 82-94 % of its own. This kernel is csr.vector's structure
+// with macko's decode, and fewer instructions per entry than decode_step:
+//   - no range masks per entry: in the (rare) lane that straddles the row's start or end, entries
+//     before the start get delta 0 and value 0, entries past the end value 0. The entries before
+//     the start then add exactly one column each, which the initial carry subtracts; their columns
+//     wrap below zero and fail the `col < k` test. (0 * x is added for masked entries, as for
+//     macko's own zero padding entries.)
+//   - the lane's column total is a byte-parallel nibble sum (4 instructions), not 8 additions
+//     ahead of the scan; the per-entry column is a running sum from the lane's start.
+//   - the next step's 20 bytes per lane are loaded while this step decodes (one step ahead: the
+//     kernel then needs 32 registers, 64 warps per SM; a ring of 4 steps measured 12-30 % slower,
+//     2 steps no better — bench/NOTES-decode.md runs P2, P3).
+// LANES = 16 puts two rows in a warp: at 90 % sparsity a 4096-column row is ~2 warp steps, and
+// the per-row fixed cost (row extent load, scan, reduction) is then shared by twice the rows.
+template <class T, int LANES>
+__global__ void __launch_bounds__(OneTokenConfig::kThreads)
+    macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
+                           const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
+                           const T* __restrict__ x, T* __restrict__ y,
+                           const T* __restrict__ bias, bool accumulate) {
+  constexpr int kRowsPerWarp = 32 / LANES;
+  constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
+  const int lane = threadIdx.x & 31, sl = lane % LANES;
+  const int64_t row = (int64_t(blockIdx.x) * (OneTokenConfig::kThreads / 32) + (threadIdx.x >> 5)) *
+                          kRowsPerWarp + lane / LANES;
+  uint32_t s = 0, e = 0;
+  if (row < m) s = __ldg(row_ptr + row), e = __ldg(row_ptr + row + 1);
+  const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+  // Shuffles below use the whole warp, so every segment runs the warp's largest step count.
+  uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
+  if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
+  // Entries wb0..s-1 (at most 7) each add one column before the row's first entry.
+  uint32_t carry = wb0 - s;  // mod 2^32
+
+  auto load = [&](uint32_t base, uint4& v, uint32_t& d) {
+    v = make_uint4(0, 0, 0, 0);
+    d = 0;
+    if (base < e) {
+      v = load_stream16(vals + base);
+      d = load_stream4(deltas + base / 2);
+    }
+  };
+  uint4 v;
+  uint32_t d;
+  load(wb0 + sl * Config::kChunk, v, d);
+  float acc = 0.f;
+  for (uint32_t st = 0; st < steps; ++st) {
+    const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
+    uint4 vn;
+    uint32_t dn;
+    load(base + kStep, vn, dn);
+    // The row's first or last lane: clear what belongs to the neighbouring rows.
+    if (base < s || base + Config::kChunk > e) {
+      uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t idx = base + i;
+        if (idx < s) d &= ~(0xFu << (4 * i));
+        if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
+      }
+      v = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
+    const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
+    const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
+    uint32_t incl = total;
+#pragma unroll
+    for (int o = 1; o < LANES; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+      if (sl >= o) incl += u;
+    }
+    uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
+    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      col += ((d >> (4 * i)) & 0xFu) + 1u;
+      if (col < k) {
+        const float2 pair = unpack2<T>(words[i / 2]);
+        acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
+      }
+    }
+    v = vn;
+    d = dn;
+  }
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (sl == 0 && row < m) store_output(y + row, acc, bias, row, accumulate);
+}
+
+// Which one-token kernel: SPARROW_MACKO_ONE_TOKEN=persistent|warp|half_warp overrides the rule
+// (experiments; read once).
+OneTokenKernel one_token_override() {
+  static const OneTokenKernel v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_ONE_TOKEN");
+    if (!e) return OneTokenKernel::automatic;
+    const std::string s(e);
+    return s == "persistent" ? OneTokenKernel::persistent
+           : s == "warp"     ? OneTokenKernel::warp
+           : s == "half_warp" ? OneTokenKernel::half_warp
+                              : OneTokenKernel::automatic;
+  }();
+  return v;
+}
+
+template <class T>
+Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, const T* x, T* y,
+                        const T* bias, bool accumulate, Stream stream) {
+  const int64_t m = mm.shape.rows;
+  const int rows_per_block = (OneTokenConfig::kThreads / 32) * (which == OneTokenKernel::half_warp ? 2 : 1);
+  const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
+  const uint32_t k = uint32_t(mm.shape.cols);
+  if (which == OneTokenKernel::half_warp) {
+    macko_one_token_kernel<T, 16><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
+        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+  } else {
+    macko_one_token_kernel<T, 32><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
+        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+  }
+  SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
+  return Status::success();
+}
+
 template <class T, int NB, bool XS>
 Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes, const T* x,
                   int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
@@ -303,6 +431,12 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
+  if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
+    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), one_token_override());
+    if (which != OneTokenKernel::persistent) {
+      return launch_one_token<T>(mm, which, x, y, bias, p.opt.accumulate, stream);
+    }
+  }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
   for (int64_t t0 = 0; t0 < p.n(); t0 += tp.tokens) {
     const int nt = int(std::min<int64_t>(tp.tokens, p.n() - t0));
@@ -314,6 +448,16 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 }
 
 }  // namespace
+
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested) {
+  if (requested != OneTokenKernel::automatic) return requested;
+  // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
+  // Not for long rows, even where half warps measured faster on random weights (11008x4096:
+  // 9-18 %): a warp runs its longer row's steps, and on magnitude-pruned weights (uneven rows)
+  // half warps were 29-61 % slower than on random ones (runs P1, P3).
+  return entries < rows * kHalfWarpBelowEntriesPerRow ? OneTokenKernel::half_warp
+                                                        : OneTokenKernel::warp;
+}
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }
 

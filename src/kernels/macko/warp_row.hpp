@@ -20,6 +20,18 @@ struct Config {
   static constexpr int kStepsInFlight = 4;             // steps loaded before the first is used
 };
 
+// One token (N = 1): a non-persistent grid, one row per warp (or per half warp), X read through
+// L1 (no shared-memory staging, no block barrier). See warp_row.cu for why.
+struct OneTokenConfig {
+  static constexpr int kThreads = 256;  // 8 warps per block
+};
+enum class OneTokenKernel { automatic, persistent, warp, half_warp };
+// Rows shorter than this (entries per row, on average) get half a warp each.
+constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
+// Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
+constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested);
+
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
   bool x_shared = false;  // X^T staged in shared memory (else gathered through L1)
