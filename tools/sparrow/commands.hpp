@@ -10,5 +10,7 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitNoGpu = 3;
 
 void register_formats(CLI::App& app, int& exit_code);
+void register_run(CLI::App& app, int& exit_code);         // tools/sparrow/run.cpp
+void register_perplexity(CLI::App& app, int& exit_code);  // tools/sparrow/perplexity.cpp
 
 }  // namespace sparrow::cli

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   sparrow::cli::register_formats(app, exit_code);
+  sparrow::cli::register_run(app, exit_code);
+  sparrow::cli::register_perplexity(app, exit_code);
 
   try {
     app.parse(argc, argv);

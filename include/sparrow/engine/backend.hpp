@@ -59,3 +59,8 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
 Status check_forward_args(const Backend& b, const int32_t* tokens, int batch, int64_t count);
 
 }  // namespace sparrow::engine
+
+namespace sparrow::engine {
+// True when a CUDA device is usable (what `--backend auto` picks the GPU by).
+bool gpu_available();
+}  // namespace sparrow::engine
