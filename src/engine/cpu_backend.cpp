@@ -11,9 +11,13 @@ namespace sparrow::engine {
 
 namespace {
 
+// A linear layer's weights as fp32, W^T packed in panels of kPanel output columns: panel p is
+// (K, kPanel) contiguous, so the product walks memory linearly. Columns past M are zero.
+constexpr int64_t kPanel = 16;
+
 struct DenseF32 {
-  int64_t rows = 0, cols = 0;
-  std::vector<float> w;  // (rows, cols)
+  int64_t rows = 0, cols = 0;  // M, K
+  std::vector<float> panels;   // (ceil(M / kPanel), K, kPanel)
 };
 
 Result<DenseF32> to_f32(const Weight& w) {
@@ -21,15 +25,60 @@ Result<DenseF32> to_f32(const Weight& w) {
   DenseF32 d;
   d.rows = m.rows();
   d.cols = m.cols();
-  d.w.resize(size_t(d.rows * d.cols));
+  const int64_t n_panels = (d.rows + kPanel - 1) / kPanel;
+  d.panels.assign(size_t(n_panels * d.cols * kPanel), 0.0f);
   const ConstMatrixView v = m.view();
   for (int64_t r = 0; r < d.rows; ++r)
-    for (int64_t c = 0; c < d.cols; ++c) d.w[size_t(r * d.cols + c)] = v.at(r, c);
+    for (int64_t c = 0; c < d.cols; ++c)
+      d.panels[size_t(((r / kPanel) * d.cols + c) * kPanel + r % kPanel)] = v.at(r, c);
   return d;
 }
 
-// Dot products of one weight row with 1 or 4 activation rows. Eight independent fp32 partial
-// sums per row (fixed order, so the result is deterministic) let the compiler vectorise.
+// NT tokens x one panel: y[t][m] = sum over k in order of x[t][k] * W[m][k]. Every output is a
+// plain sequential fp32 sum, so a token's result does not depend on NT (prefill == decode bit
+// for bit); the 16 columns x NT tokens of independent sums vectorise.
+// Eight fp32 lanes (GCC vector extension): two AVX registers or four SSE registers.
+typedef float Vec8 __attribute__((vector_size(32)));
+static_assert(kPanel == 16, "panel_product holds a panel row in two Vec8");
+
+// NT tokens x one panel: y[t][m] = sum over k in order of x[t][k] * W[m][k]. Every output is a
+// plain sequential fp32 sum, so a token's result does not depend on NT (prefill == decode bit
+// for bit). AVX2 where the CPU has it, baseline SSE2 elsewhere; multiply and add stay separate
+// (no FMA), so both clones round identically.
+template <int NT>
+__attribute__((target_clones("avx2", "default"))) void panel_product(
+    const float* panel, const float* x, int64_t K, float* y, int64_t ldy, int64_t cols) {
+  Vec8 acc[NT][2] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    Vec8 w0, w1;  // (kPanel) = one row of the panel
+    std::memcpy(&w0, panel + k * kPanel, sizeof w0);
+    std::memcpy(&w1, panel + k * kPanel + 8, sizeof w1);
+    for (int t = 0; t < NT; ++t) {
+      const float xv = x[t * K + k];
+      acc[t][0] += xv * w0;
+      acc[t][1] += xv * w1;
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int64_t j = 0; j < cols; ++j) y[t * ldy + j] = acc[t][j / 8][j % 8];
+}
+
+// Y (T x M) = X (T x K) * W^T + bias.
+void linear(const DenseF32& W, const float* x, int64_t T, float* y, const std::vector<float>& bias) {
+  const int64_t M = W.rows, K = W.cols;
+  for (int64_t p = 0; p * kPanel < M; ++p) {
+    const float* panel = &W.panels[size_t(p * K * kPanel)];
+    const int64_t m0 = p * kPanel, cols = std::min(kPanel, M - m0);
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) panel_product<4>(panel, x + t * K, K, y + t * M + m0, M, cols);
+    for (; t < T; ++t) panel_product<1>(panel, x + t * K, K, y + t * M + m0, M, cols);
+  }
+  if (!bias.empty())
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t m = 0; m < M; ++m) y[t * M + m] += bias[size_t(m)];
+}
+
+// Dot product with eight independent fp32 partial sums (fixed order), for attention scores.
 float dot1(const float* w, const float* x, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t k = 0;
@@ -38,46 +87,6 @@ float dot1(const float* w, const float* x, int64_t n) {
   float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
   for (; k < n; ++k) s += w[k] * x[k];
   return s;
-}
-
-void dot4(const float* w, const float* x0, const float* x1, const float* x2, const float* x3,
-          int64_t n, float out[4]) {
-  float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    for (int l = 0; l < 8; ++l) {
-      const float wk = w[k + l];
-      a0[l] += wk * x0[k + l];
-      a1[l] += wk * x1[k + l];
-      a2[l] += wk * x2[k + l];
-      a3[l] += wk * x3[k + l];
-    }
-  }
-  float* accs[4] = {a0, a1, a2, a3};
-  const float* xs[4] = {x0, x1, x2, x3};
-  for (int t = 0; t < 4; ++t) {
-    const float* a = accs[t];
-    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (int64_t kk = k; kk < n; ++kk) s += w[kk] * xs[t][kk];
-    out[t] = s;
-  }
-}
-
-// Y (T x M) = X (T x K) * W^T + bias. dot4 and dot1 sum in the same order, so a token's result
-// does not depend on how many tokens run together.
-void linear(const DenseF32& W, const float* x, int64_t T, float* y, const std::vector<float>& bias) {
-  const int64_t M = W.rows, K = W.cols;
-  for (int64_t m = 0; m < M; ++m) {
-    const float* w = &W.w[size_t(m * K)];
-    const float b = bias.empty() ? 0.0f : bias[size_t(m)];
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-      float out[4];
-      dot4(w, x + t * K, x + (t + 1) * K, x + (t + 2) * K, x + (t + 3) * K, K, out);
-      for (int i = 0; i < 4; ++i) y[(t + i) * M + m] = out[i] + b;
-    }
-    for (; t < T; ++t) y[t * M + m] = dot1(w, x + t * K, K) + b;
-  }
 }
 
 // HF's LlamaRMSNorm in fp32: x / sqrt(mean(x^2) + eps) * weight.
@@ -140,9 +149,9 @@ class CpuBackend final : public Backend {
     MemoryReport r;
     for (const LayerF32& l : layers_) {
       for (const DenseF32* d : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-        r.model_bytes += d->w.size() * sizeof(float);
+        r.model_bytes += d->panels.size() * sizeof(float);
     }
-    r.model_bytes += lm_head_.w.size() * sizeof(float) + model_->embed.bytes();
+    r.model_bytes += lm_head_.panels.size() * sizeof(float) + model_->embed.bytes();
     for (const auto& c : caches_)
       for (size_t i = 0; i < c.k.size(); ++i)
         r.kv_cache_bytes += (c.k[i].capacity() + c.v[i].capacity()) * sizeof(float);
