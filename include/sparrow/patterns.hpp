@@ -27,6 +27,12 @@ std::string to_string(const Spec& s);
 // Random unstructured: exactly round(sparsity * rows * cols) zeros at uniformly random places.
 HostMatrix random(DType t, int64_t rows, int64_t cols, double sparsity, uint64_t seed);
 
+// Dense trained-like weights (no zeros): |w| ~ |N(0,1)| * `scale` * row_scale[r] * col_scale[c]
+// with log-normal per-output-row and per-input-channel scales and ~1 % outlier input channels
+// (8x), as seen in trained LLM linear layers (LLM.int8(), Wanda). Used by magnitude() below and
+// by `sparrow synth`.
+HostMatrix trained_like(DType t, int64_t rows, int64_t cols, uint64_t seed, double scale = 0.02);
+
 // Trained-like weights (per-row and per-column scale spread, a few outlier input channels) with
 // the smallest-magnitude round(sparsity * rows * cols) elements zeroed by one global threshold,
 // so rows end up with uneven non-zero counts as in magnitude-pruned LLMs.

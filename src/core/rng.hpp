@@ -47,6 +47,13 @@ class Rng {
 
 // Selection sampling (Knuth's algorithm S): visits `total` items in order and picks exactly
 // `want` of them, each subset equally likely, in O(total) time and O(1) memory.
+// FNV-1a hash of a string: stable per-name seeds on every platform (std::hash is unspecified).
+inline uint64_t fnv1a(const char* s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(s[i])) * 1099511628211ull;
+  return h;
+}
+
 class ExactSelector {
  public:
   ExactSelector(uint64_t total, uint64_t want) : left_(total), need_(want) {}

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "patterns/trained_like.hpp"
 
 namespace sparrow::patterns {
 
@@ -91,29 +92,50 @@ HostMatrix random(DType t, int64_t rows, int64_t cols, double sparsity, uint64_t
   return w;
 }
 
-HostMatrix magnitude(DType t, int64_t rows, int64_t cols, double sparsity, uint64_t seed) {
-  Rng rng(seed);
+namespace detail {
+
+void draw_channel_scales(Rng& rng, int64_t rows, int64_t cols, std::vector<float>& row_scale,
+                         std::vector<float>& col_scale) {
   // Trained linear layers have per-output-row and per-input-channel scale spreads and a few
   // outlier input channels (LLM.int8(), Wanda): |W| is far from i.i.d.
-  std::vector<float> row_scale{}, col_scale{};
   row_scale.resize(size_t(rows));
   col_scale.resize(size_t(cols));
   for (auto& s : row_scale) s = float(std::exp(0.35 * rng.normal()));
   for (auto& s : col_scale) s = float(std::exp(0.5 * rng.normal()) * (rng.uniform() < 0.01 ? 8 : 1));
+}
 
+float trained_like_value(Rng& rng, DType t, double scale, float row_scale, float col_scale) {
+  const double g = rng.normal();
+  // Round through the dtype so ranking happens on the values actually stored.
+  float v = float(std::max(std::fabs(g), 1e-3) * scale * row_scale * col_scale);
+  v = round_to_dtype(v, t);
+  if (v == 0.f) v = t == DType::bf16 ? 1e-30f : 6.1035156e-05f;  // smallest normals
+  return g < 0 ? -v : v;
+}
+
+}  // namespace detail
+
+HostMatrix trained_like(DType t, int64_t rows, int64_t cols, uint64_t seed, double scale) {
+  Rng rng(seed);
+  std::vector<float> row_scale, col_scale;
+  detail::draw_channel_scales(rng, rows, cols, row_scale, col_scale);
+  HostMatrix w(t, rows, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      w.set(r, c, detail::trained_like_value(rng, t, scale, row_scale[size_t(r)], col_scale[size_t(c)]));
+  return w;
+}
+
+HostMatrix magnitude(DType t, int64_t rows, int64_t cols, double sparsity, uint64_t seed) {
+  const HostMatrix dense = trained_like(t, rows, cols, seed);
   std::vector<float> mag(size_t(rows * cols));
   std::vector<uint8_t> neg(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
-      const double g = rng.normal();
+      const float v = dense.at(r, c);
       const size_t i = size_t(r * cols + c);
-      // Round through the dtype so ranking happens on the values actually stored.
-      float v = float(std::max(std::fabs(g), 1e-3) * 0.02 * row_scale[size_t(r)] *
-                      col_scale[size_t(c)]);
-      v = round_to_dtype(v, t);
-      if (v == 0.f) v = t == DType::bf16 ? 1e-30f : 6.1035156e-05f;  // smallest normals
-      mag[i] = v;
-      neg[i] = g < 0;
+      mag[i] = std::fabs(v);
+      neg[i] = v < 0;
     }
 
   const uint64_t total = mag.size();

@@ -12,5 +12,7 @@ constexpr int kExitNoGpu = 3;
 void register_formats(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);         // tools/sparrow/run.cpp
 void register_perplexity(CLI::App& app, int& exit_code);  // tools/sparrow/perplexity.cpp
+void register_synth(CLI::App& app, int& exit_code);
+void register_prune(CLI::App& app, int& exit_code);
 
 }  // namespace sparrow::cli

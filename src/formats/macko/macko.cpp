@@ -1,8 +1,197 @@
-// STUB: replaced by the real macko format.
+// macko: host encode / decode / validate. The layout is documented in
+// include/sparrow/formats/macko.hpp and docs/formats/macko.md.
 #include "sparrow/formats/macko.hpp"
 
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
 namespace sparrow::macko {
-Result<Matrix> encode(const ConstMatrixView&) { return unsupported("macko: not implemented yet"); }
-Result<HostMatrix> decode(const Matrix&) { return unsupported("macko: not implemented yet"); }
-Status validate(const Matrix&) { return unsupported("macko: not implemented yet"); }
+
+namespace {
+
+constexpr uint64_t kMaxEntries = std::numeric_limits<uint32_t>::max();
+
+// fp16 and bf16 both keep the sign in bit 15: +0 and -0 are the only zero encodings.
+inline bool is_zero16(uint16_t bits) { return (bits & 0x7FFFu) == 0; }
+
+inline int delta_at(const uint8_t* deltas, uint64_t e) {
+  return (deltas[e >> 1] >> ((e & 1) * 4)) & 0xF;
+}
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+std::string str(uint64_t v) { return std::to_string(v); }
+
+// Entries needed for one row: every non-zero, plus one padding entry per 16 columns of a gap
+// that a 4-bit delta cannot span. With prev = -1 before the first entry, a non-zero at column c
+// needs delta = c - prev - 1; each padding entry (delta 15) advances prev by 16.
+uint64_t count_row_entries(const uint16_t* row, int64_t cols) {
+  uint64_t n = 0;
+  int64_t prev = -1;
+  for (int64_t c = 0; c < cols; ++c) {
+    if (is_zero16(row[c])) continue;
+    n += 1 + uint64_t(c - prev - 1) / 16;
+    prev = c;
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<Matrix> encode(const ConstMatrixView& w) {
+  SPARROW_RETURN_IF_ERROR(check_encode_input(w, /*allow_fp32=*/false, "macko"));
+  const int64_t M = w.rows, K = w.cols;
+  const uint16_t* base = static_cast<const uint16_t*>(w.data);
+
+  // Pass 1: entries per row, so every array is allocated exactly once.
+  std::vector<uint32_t> row_ptr(size_t(M) + 1, 0);
+  uint64_t total = 0;
+  for (int64_t r = 0; r < M; ++r) {
+    total += count_row_entries(base + r * w.ld, K);
+    // The padded total must fit too: kernels index entries with 32-bit row pointers.
+    if (uint64_t(round_up(int64_t(total), kPad)) > kMaxEntries) {
+      return unsupported("macko: " + str(total) + "+ entries (non-zeros plus gap padding) by row " +
+                         str(uint64_t(r)) + " exceed the 2^32 - 1 that 32-bit row pointers can "
+                         "address; split the matrix or use csr");
+    }
+    row_ptr[size_t(r) + 1] = uint32_t(total);
+  }
+  const size_t n_entries = size_t(round_up(int64_t(total), kPad));
+
+  // Pass 2: fill. The tail past row_ptr[M] stays zero (value 0, delta 0).
+  std::vector<uint16_t> values(n_entries, 0);
+  std::vector<uint8_t> deltas(n_entries / 2, 0);
+  int64_t nnz = 0;
+  uint64_t e = 0;
+  for (int64_t r = 0; r < M; ++r) {
+    const uint16_t* row = base + r * w.ld;
+    int64_t prev = -1;
+    for (int64_t c = 0; c < K; ++c) {
+      const uint16_t v = row[c];
+      if (is_zero16(v)) continue;
+      int64_t delta = c - prev - 1;
+      for (; delta > kMaxDelta; delta -= 16, ++e) {
+        deltas[e >> 1] |= uint8_t(kMaxDelta << ((e & 1) * 4));  // padding: value stays 0
+      }
+      deltas[e >> 1] |= uint8_t(delta << ((e & 1) * 4));
+      values[e] = v;
+      ++e;
+      ++nnz;
+      prev = c;
+    }
+  }
+
+  Matrix m;
+  m.shape = {M, K, w.dtype};
+  m.nnz = nnz;
+  m.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
+  m.values = Buffer<uint16_t>(std::move(values));
+  m.deltas = Buffer<uint8_t>(std::move(deltas));
+  return m;
+}
+
+Status validate(const Matrix& m) {
+  const Shape& s = m.shape;
+  if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device()) {
+    return invalid_argument("macko: validate needs host buffers; call to_host() first");
+  }
+  if (s.rows <= 0 || s.cols <= 0) {
+    return corrupt_data("macko: non-positive shape " + std::to_string(s.rows) + " x " +
+                        std::to_string(s.cols));
+  }
+  if (s.dtype != DType::fp16 && s.dtype != DType::bf16) {
+    return corrupt_data("macko: dtype must be fp16 or bf16");
+  }
+  if (m.row_ptr.size() != uint64_t(s.rows) + 1) {
+    return corrupt_data("macko: row_ptr has " + str(m.row_ptr.size()) +
+                        " entries, expected rows + 1 = " + str(uint64_t(s.rows) + 1));
+  }
+  const uint64_t n_entries = m.values.size();
+  if (n_entries % kPad != 0) {
+    return corrupt_data("macko: values has " + str(n_entries) + " entries, not a multiple of " +
+                        std::to_string(kPad));
+  }
+  if (n_entries > kMaxEntries) {
+    return corrupt_data("macko: " + str(n_entries) + " entries exceed 32-bit row pointers");
+  }
+  if (m.deltas.size() != n_entries / 2) {
+    return corrupt_data("macko: deltas has " + str(m.deltas.size()) + " bytes, expected " +
+                        str(n_entries / 2) + " (two 4-bit deltas per byte)");
+  }
+  const uint32_t* rp = m.row_ptr.data();
+  if (rp[0] != 0) return corrupt_data("macko: row_ptr[0] is " + str(rp[0]) + ", not 0");
+  const uint64_t used = rp[s.rows];
+  if (used > n_entries) {
+    return corrupt_data("macko: row_ptr[rows] = " + str(used) + " is past the " +
+                        str(n_entries) + " stored entries");
+  }
+  if (uint64_t(round_up(int64_t(used), kPad)) != n_entries) {
+    return corrupt_data("macko: " + str(n_entries) + " stored entries for " + str(used) +
+                        " used; the tail must pad to the next multiple of " +
+                        std::to_string(kPad) + " only");
+  }
+  for (int64_t r = 0; r < s.rows; ++r) {
+    if (rp[r + 1] < rp[r]) {
+      return corrupt_data("macko: row_ptr decreases at row " + std::to_string(r) + " (" +
+                          str(rp[r]) + " -> " + str(rp[r + 1]) + ")");
+    }
+  }
+  // Every entry: its column stays inside the row, and a zero-valued entry is a gap bridge
+  // (delta 15) -- the only zero the encoder writes.
+  const uint16_t* vals = m.values.data();
+  const uint8_t* dl = m.deltas.data();
+  int64_t nnz = 0;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    int64_t col = -1;
+    for (uint64_t e = rp[r]; e < rp[r + 1]; ++e) {
+      const int d = delta_at(dl, e);
+      col += d + 1;
+      if (col >= s.cols) {
+        return corrupt_data("macko: row " + std::to_string(r) + " entry " + str(e - rp[r]) +
+                            " lands on column " + std::to_string(col) + " >= K = " +
+                            std::to_string(s.cols));
+      }
+      if (is_zero16(vals[e])) {
+        if (d != kMaxDelta) {
+          return corrupt_data("macko: row " + std::to_string(r) + " entry " + str(e - rp[r]) +
+                              " is zero with delta " + std::to_string(d) +
+                              "; padding entries must have delta 15");
+        }
+      } else {
+        ++nnz;
+      }
+    }
+  }
+  for (uint64_t e = used; e < n_entries; ++e) {
+    if (vals[e] != 0 || delta_at(dl, e) != 0) {
+      return corrupt_data("macko: tail entry " + str(e) + " past row_ptr[rows] is not zero");
+    }
+  }
+  if (m.nnz != nnz) {
+    return corrupt_data("macko: nnz field is " + std::to_string(m.nnz) + " but the entries hold " +
+                        std::to_string(nnz) + " non-zeros");
+  }
+  return Status::success();
+}
+
+Result<HostMatrix> decode(const Matrix& m) {
+  SPARROW_RETURN_IF_ERROR(validate(m));
+  const int64_t K = m.shape.cols;
+  HostMatrix out(m.shape.dtype, m.shape.rows, K);
+  uint16_t* o = static_cast<uint16_t*>(out.data());
+  const uint32_t* rp = m.row_ptr.data();
+  const uint16_t* vals = m.values.data();
+  const uint8_t* dl = m.deltas.data();
+  for (int64_t r = 0; r < m.shape.rows; ++r) {
+    int64_t col = -1;
+    for (uint64_t e = rp[r]; e < rp[r + 1]; ++e) {
+      col += delta_at(dl, e) + 1;
+      o[r * K + col] = vals[e];  // padding entries write the 0 that is already there
+    }
+  }
+  return out;
+}
+
 }  // namespace sparrow::macko

@@ -1,0 +1,417 @@
+// `sparrow prune` as a library call: read a model directory tensor by tensor, prune and encode
+// its linear layers, and write a sparse checkpoint into a temporary sibling directory that is
+// renamed into place only when everything succeeded.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.hpp"
+#include "sparrow/io/checkpoint.hpp"
+#include "sparrow/io/config.hpp"
+#include "sparrow/prune.hpp"
+#include "sparrow/version.hpp"
+
+namespace fs = std::filesystem;
+
+namespace sparrow::prune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Removes the temporary directory unless released (every early return cleans up).
+struct TempDir {
+  fs::path path;
+  bool keep = false;
+  ~TempDir() {
+    if (!keep && !path.empty()) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  }
+};
+
+struct Encoded {
+  std::optional<Weight> weight;  // nullopt: stored as a plain dense tensor
+  std::string format = "dense";
+  std::string note;
+  uint64_t bytes = 0;
+};
+
+// Picks the format: explicit, or (auto) the smallest among those that can encode the layer,
+// never one larger than the dense tensor.
+Result<Encoded> encode_layer(const HostMatrix& m, const ModelPruneOptions& o) {
+  const uint64_t dense_bytes = m.bytes();
+  Encoded e;
+  e.bytes = dense_bytes;
+  EncodeOptions eo;
+  eo.nm_pattern = o.structure.nm;
+  if (o.format == "dense") return e;
+  if (o.format != "auto") {
+    auto f = parse_format(o.format);
+    auto w = encode(*f, m.view(), eo);
+    if (!w.ok()) {
+      return Status(w.status().code(), "cannot encode as " + o.format + ": " + w.status().message());
+    }
+    e.bytes = storage_bytes(w.value());
+    e.format = o.format;
+    if (e.bytes >= dense_bytes) e.note = "larger than dense (format forced)";
+    e.weight = std::move(w).value();
+    return e;
+  }
+  std::vector<Format> candidates = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl};
+  if (o.structure.kind == Structure::Kind::nm) candidates.push_back(Format::nm);
+  std::optional<Weight> best;
+  std::string failures;
+  for (Format f : candidates) {
+    auto w = encode(f, m.view(), eo);
+    if (!w.ok()) {
+      failures += std::string(failures.empty() ? "" : "; ") + format_name(f) + ": " +
+                  code_name(w.status().code());
+      continue;
+    }
+    if (!best || storage_bytes(w.value()) < storage_bytes(*best)) best = std::move(w).value();
+  }
+  if (!best) {
+    e.note = "no sparse format could encode it (" + failures + ")";
+    return e;
+  }
+  const uint64_t b = storage_bytes(*best);
+  if (b >= dense_bytes) {
+    e.note = std::string("kept dense: smallest sparse format ") + format_name(format_of(*best)) +
+             " needs " + std::to_string(b) + " bytes >= dense";
+    return e;
+  }
+  e.format = format_name(format_of(*best));
+  e.bytes = b;
+  e.weight = std::move(best);
+  return e;
+}
+
+Status write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return Status(Code::io_error, "cannot write " + p.string());
+  return Status::success();
+}
+
+// The shard a logical tensor's data lives in.
+int shard_of_logical(const io::Checkpoint& ck, const std::string& name) {
+  int s = ck.shard_of(name);
+  if (s >= 0) return s;
+  const std::string pre = name + ".";
+  for (const std::string& t : ck.tensor_names())
+    if (t.rfind(pre, 0) == 0) return ck.shard_of(t);
+  // compressed-tensors: "<p>.weight" is stored as "<p>.compressed" etc.
+  if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
+    return ck.shard_of(name.substr(0, name.size() - 7) + ".compressed");
+  }
+  return 0;
+}
+
+HostMatrix to_matrix(const io::HostTensor& t) {
+  const ConstMatrixView v = t.matrix().value();
+  HostMatrix m(v.dtype, v.rows, v.cols);
+  std::copy(t.bytes.begin(), t.bytes.end(), static_cast<uint8_t*>(m.data()));
+  return m;
+}
+
+}  // namespace
+
+Result<ModelPruneReport> prune_model(
+    const ModelPruneOptions& o,
+    const std::function<void(size_t, size_t, const std::string&)>& progress) {
+  const auto t_start = Clock::now();
+  // ---- arguments (all checked before anything is read or written) ----
+  const bool is_nm = o.structure.kind == Structure::Kind::nm;
+  if (!is_nm && !(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
+    return invalid_argument("--sparsity must be in [0, 1), got " + std::to_string(o.sparsity));
+  }
+  if (o.format != "auto" && !parse_format(o.format)) {
+    return invalid_argument("unknown --format '" + o.format +
+                            "' (auto, dense, csr, macko, tca_bme, tiled_csl, nm)");
+  }
+  if (o.format == "nm" && !is_nm) {
+    return invalid_argument("--format nm needs an N:M --structure (e.g. --structure 2:4)");
+  }
+  if (o.method == Method::wanda && o.calibration.empty()) {
+    return invalid_argument("--method wanda needs --calibration FILE with input-channel norms "
+                            "(the engine's calibration run comes with the engine issue)");
+  }
+  std::vector<std::regex> ignore;
+  for (const std::string& r : o.ignore) {
+    try {
+      ignore.emplace_back(r);
+    } catch (const std::regex_error&) {
+      return invalid_argument("--ignore '" + r + "' is not a valid regular expression");
+    }
+  }
+  if (o.out_dir.empty()) return invalid_argument("--out is required");
+  const fs::path out = fs::absolute(o.out_dir).lexically_normal();
+  const fs::path in = fs::absolute(o.model_dir).lexically_normal();
+  if (out == in) return invalid_argument("--out must differ from --model");
+  if (fs::exists(out) && !o.force) {
+    return invalid_argument("output directory " + out.string() +
+                            " already exists (use --force to replace it)");
+  }
+  const Granularity gran = o.granularity.value_or(
+      o.method == Method::wanda ? Granularity::row : Granularity::layer);
+
+  // ---- input ----
+  SPARROW_ASSIGN_OR_RETURN(io::ModelConfig cfg, io::load_config(o.model_dir));
+  SPARROW_ASSIGN_OR_RETURN(io::ModelWeights mw, io::ModelWeights::open(o.model_dir));
+  const io::Checkpoint& ck = mw.checkpoint();
+  std::set<std::string> candidates;
+  for (const io::ExpectedTensor& e : io::expected_matrices(cfg)) {
+    auto shape = mw.shape(e.name);
+    if (!shape.ok()) {
+      return corrupt_data("config.json does not match the checkpoint: it implies tensor '" +
+                          e.name + "', which the checkpoint lacks");
+    }
+    if (shape.value() != std::vector<int64_t>{e.rows, e.cols}) {
+      std::string got;
+      for (int64_t d : shape.value()) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      return corrupt_data("config.json does not match the checkpoint: '" + e.name + "' is [" +
+                          got + "], the config implies [" + std::to_string(e.rows) + ", " +
+                          std::to_string(e.cols) + "]");
+    }
+    bool skip = !e.linear;
+    for (const auto& re : ignore) skip = skip || std::regex_search(e.name, re);
+    if (!skip) candidates.insert(e.name);
+  }
+  Schedule schedule = Schedule::uniform(o.sparsity);
+  if (o.schedule == "owl") {
+    schedule = Schedule::owl(cfg.num_layers, o.sparsity);
+  } else if (o.schedule != "uniform") {
+    SPARROW_ASSIGN_OR_RETURN(schedule, Schedule::from_file(o.schedule, o.sparsity));
+  }
+  std::map<std::string, std::vector<float>> norms;
+  if (!o.calibration.empty()) {
+    SPARROW_ASSIGN_OR_RETURN(norms, load_input_norms(o.calibration));
+  }
+  auto norms_for = [&](const std::string& name) -> const std::vector<float>* {
+    auto it = norms.find(name);
+    if (it == norms.end() && name.size() > 7) it = norms.find(name.substr(0, name.size() - 7));
+    return it == norms.end() ? nullptr : &it->second;
+  };
+  for (const std::string& name : candidates) {
+    const auto shape = mw.shape(name).value();
+    if (is_nm && shape[1] % o.structure.nm.m != 0) {
+      return invalid_argument("N:M structure " + structure_name(o.structure) + ": M = " +
+                              std::to_string(o.structure.nm.m) + " does not divide K = " +
+                              std::to_string(shape[1]) + " of '" + name + "'");
+    }
+    if (o.method == Method::wanda) {
+      const auto* n = norms_for(name);
+      if (!n || int64_t(n->size()) != shape[1]) {
+        return corrupt_data("calibration file " + o.calibration + " has no " +
+                            std::to_string(shape[1]) + " input-channel norms for '" + name + "'");
+      }
+    }
+  }
+
+  // ---- output: a temporary sibling directory, renamed at the end ----
+  std::error_code ec;
+  fs::create_directories(out.parent_path(), ec);
+  TempDir tmp;
+  tmp.path = out.parent_path() / ("." + out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  fs::remove_all(tmp.path, ec);
+  if (!fs::create_directory(tmp.path, ec)) {
+    return Status(Code::io_error, "cannot create " + tmp.path.string() + ": " + ec.message());
+  }
+
+  ModelPruneReport report;
+  // Output shard names follow the input's.
+  std::vector<std::string> shard_names;
+  for (const io::SafetensorsFile& f : ck.shards()) {
+    shard_names.push_back(ck.sharded() ? fs::path(f.path()).filename().string() : "model.safetensors");
+  }
+  std::vector<std::vector<std::string>> by_shard(ck.shards().size());
+  for (const std::string& n : mw.names()) by_shard[size_t(shard_of_logical(ck, n))].push_back(n);
+
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  nlohmann::ordered_json layer_formats = nlohmann::ordered_json::object();
+  std::set<std::string> not_pruned;
+  double zeros_in_pruned = 0, params_in_pruned = 0;
+  const size_t total_tensors = mw.names().size();
+  size_t done = 0;
+
+  for (size_t s = 0; s < ck.shards().size(); ++s) {
+    const fs::path shard_path = tmp.path / shard_names[s];
+    SPARROW_ASSIGN_OR_RETURN(io::SafetensorsWriter writer, io::SafetensorsWriter::create(shard_path.string()));
+    std::map<std::string, std::string> meta = {{"format", "pt"},
+                                               {"sparrow.version", kVersion}};
+    for (const std::string& name : by_shard[s]) {
+      const size_t before_count = writer.tensor_count();
+      if (candidates.count(name)) {
+        LayerReport lr;
+        lr.name = name;
+        lr.target = is_nm ? 1.0 - double(o.structure.nm.n) / o.structure.nm.m
+                          : schedule.sparsity_for(name);
+        const auto t0 = Clock::now();
+        SPARROW_ASSIGN_OR_RETURN(io::HostTensor dense, mw.load_dense(name));
+        HostMatrix m = to_matrix(dense);
+        lr.rows = m.rows();
+        lr.cols = m.cols();
+        lr.bytes_before = m.bytes();
+        MaskOptions mo;
+        mo.method = o.method;
+        mo.granularity = gran;
+        mo.structure = o.structure;
+        mo.sparsity = lr.target;
+        mo.seed = o.seed ^ fnv1a(name.data(), name.size());
+        mo.input_norms = o.method == Method::wanda ? norms_for(name) : nullptr;
+        const double z = zero_fraction(m.view());
+        std::string method = method_name(o.method);
+        bool keep_input = !o.reprune && z >= lr.target - 1e-12;
+        if (keep_input && o.structure.kind != Structure::Kind::unstructured) {
+          // Already sparse, but does it have the requested structure? Only if the structured
+          // mask would remove nothing but zeros.
+          SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
+          for (size_t i = 0; i < keep.size() && keep_input; ++i) {
+            keep_input = keep[i] || is_zero_element(m.data(), m.dtype(), i);
+          }
+        }
+        if (keep_input) {
+          method = "input";
+          lr.note = "already sparse (" + std::to_string(int(std::lround(z * 100))) + "% zeros), kept";
+        } else {
+          SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
+          SPARROW_ASSIGN_OR_RETURN(m, apply_mask(m.view(), keep));
+        }
+        lr.prune_ms = ms_since(t0);
+        lr.sparsity = zero_fraction(m.view());
+        const auto t1 = Clock::now();
+        SPARROW_ASSIGN_OR_RETURN(Encoded enc, encode_layer(m, o));
+        lr.encode_ms = ms_since(t1);
+        lr.format = enc.format;
+        if (!enc.note.empty()) lr.note += (lr.note.empty() ? "" : "; ") + enc.note;
+        if (enc.weight) {
+          io::SparseTensorInfo info;
+          info.format = format_of(*enc.weight);
+          info.shape = shape_of(*enc.weight);
+          info.sparsity = lr.sparsity;
+          info.method = method;
+          info.structure = structure_name(o.structure);
+          info.library_version = kVersion;
+          SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *enc.weight, info));
+        } else {
+          SPARROW_RETURN_IF_ERROR(writer.add(name, dense.dtype, dense.shape, m.data(), m.bytes()));
+        }
+        lr.bytes_after = enc.bytes;
+        report.linear_before += lr.bytes_before;
+        report.linear_after += lr.bytes_after;
+        report.total_before += lr.bytes_before;
+        report.total_after += lr.bytes_after;
+        zeros_in_pruned += lr.sparsity * double(m.rows()) * double(m.cols());
+        params_in_pruned += double(m.rows()) * double(m.cols());
+        layer_formats[name] = lr.format;
+        report.layers.push_back(std::move(lr));
+      } else {
+        not_pruned.insert(name);
+        // Copied unchanged: plain tensors byte for byte, sparrow sparse tensors re-serialised,
+        // compressed-tensors weights decompressed (sparrow stores them dense when not pruned).
+        SPARROW_ASSIGN_OR_RETURN(io::LoadedTensor lt, mw.load(name));
+        uint64_t bytes = 0;
+        if (auto* w = std::get_if<Weight>(&lt)) {
+          SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *w, *mw.sparse_info(name)));
+          bytes = storage_bytes(*w);
+        } else {
+          const auto& t = std::get<io::HostTensor>(lt);
+          SPARROW_RETURN_IF_ERROR(writer.add(name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()));
+          bytes = t.bytes.size();
+        }
+        report.total_before += bytes;
+        report.total_after += bytes;
+      }
+      ++done;
+      if (progress) progress(done, total_tensors, name);
+      (void)before_count;
+    }
+    SPARROW_RETURN_IF_ERROR(writer.finish(meta));
+    // Index entries: every stored tensor of this shard.
+    SPARROW_ASSIGN_OR_RETURN(io::SafetensorsFile written, io::SafetensorsFile::open(shard_path.string()));
+    for (const io::TensorInfo& t : written.tensors()) weight_map[t.name] = shard_names[s];
+  }
+
+  if (ck.sharded()) {
+    uint64_t total = 0;
+    for (const auto& n : shard_names) total += fs::file_size(tmp.path / n);
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    SPARROW_RETURN_IF_ERROR(write_text(tmp.path / "model.safetensors.index.json", index.dump(2)));
+  }
+
+  // config.json with a sparsity_config block (in the spirit of compressed-tensors'), and every
+  // other non-weight file (tokenizer, generation config, README) copied.
+  {
+    std::ifstream cin(fs::path(o.model_dir) / "config.json", std::ios::binary);
+    std::ostringstream ss;
+    ss << cin.rdbuf();
+    auto cj = nlohmann::ordered_json::parse(ss.str(), nullptr, false);
+    if (cj.is_discarded()) return corrupt_data("config.json is not valid JSON");
+    nlohmann::ordered_json ignore_list = nlohmann::ordered_json::array();
+    for (const auto& n : not_pruned) {
+      if (n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+          mw.shape(n).value().size() == 2) {
+        ignore_list.push_back(n);
+      }
+    }
+    cj["sparsity_config"] = {
+        {"format", "sparrow"},
+        {"global_sparsity", params_in_pruned > 0 ? zeros_in_pruned / params_in_pruned : 0.0},
+        {"sparsity_structure", structure_name(o.structure)},
+        {"targets", nlohmann::ordered_json::array({"Linear"})},
+        {"ignore", ignore_list},
+        {"sparrow",
+         {{"version", kVersion},
+          {"method", method_name(o.method)},
+          {"granularity", gran == Granularity::row ? "row" : "layer"},
+          {"schedule", schedule.describe()},
+          {"requested_sparsity", o.sparsity},
+          {"format", o.format},
+          {"layers", layer_formats}}}};
+    SPARROW_RETURN_IF_ERROR(write_text(tmp.path / "config.json", cj.dump(2) + "\n"));
+  }
+  for (const auto& entry : fs::directory_iterator(o.model_dir)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string fname = entry.path().filename().string();
+    if (fname == "config.json" || fname == "model.safetensors.index.json") continue;
+    if (entry.path().extension() == ".safetensors") continue;
+    fs::copy_file(entry.path(), tmp.path / fname, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status(Code::io_error, "cannot copy " + fname + ": " + ec.message());
+  }
+
+  // Atomic publish: the complete directory appears under its final name in one rename.
+  if (fs::exists(out)) {
+    const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old-" + std::to_string(::getpid()));
+    fs::rename(out, old, ec);
+    if (ec) return Status(Code::io_error, "cannot move the existing " + out.string() + " aside: " + ec.message());
+    fs::rename(tmp.path, out, ec);
+    if (ec) {
+      fs::rename(old, out);
+      return Status(Code::io_error, "cannot rename into " + out.string() + ": " + ec.message());
+    }
+    fs::remove_all(old, ec);
+  } else {
+    fs::rename(tmp.path, out, ec);
+    if (ec) return Status(Code::io_error, "cannot rename into " + out.string() + ": " + ec.message());
+  }
+  tmp.keep = true;
+  report.seconds = ms_since(t_start) / 1000.0;
+  return report;
+}
+
+}  // namespace sparrow::prune

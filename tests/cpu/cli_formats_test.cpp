@@ -1,0 +1,83 @@
+// `sparrow formats` as a user runs it: exit codes, table and JSON output.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
+  Run r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) r.out += buf.data();
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST(CliFormats, TableHasEveryFormatAndSucceeds) {
+  Run r = run("formats --rows 130 --cols 70 --sparsity 0.5 --seed 3");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* f : {"dense", "csr", "macko", "tca_bme", "tiled_csl"}) {
+    EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(CliFormats, JsonHasTheDocumentedKeys) {
+  const std::string cmd =
+      std::string(SPARROW_CLI_PATH) + " formats -M 64 -K 96 -s 0.7 --pattern nm:2:4 --json";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  ASSERT_EQ(pclose(p), 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_TRUE(j.is_array());
+  bool saw_nm = false;
+  for (const auto& row : j) {
+    for (const char* key : {"format", "bytes", "d_eff", "encode_ms", "roundtrip"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+    EXPECT_TRUE(row["roundtrip"].get<bool>()) << row.dump();
+    saw_nm = saw_nm || row["format"] == "nm";
+  }
+  EXPECT_TRUE(saw_nm);
+}
+
+TEST(CliFormats, BadArgumentsExitTwoWithOneLine) {
+  for (const char* args : {"formats --rows 0 --cols 8 --sparsity 0.5",
+                           "formats --rows 8 --cols -3 --sparsity 0.5",
+                           "formats --rows 8 --cols 8 --sparsity 1.0",
+                           "formats --rows 8 --cols 8 --sparsity -0.1",
+                           "formats --rows 8 --cols 8 --sparsity 0.5 --pattern zigzag",
+                           "formats --rows 8 --cols 8 --sparsity 0.5 --pattern nm:3:2",
+                           "formats --rows 8 --cols 8 --sparsity 0.5 --dtype int8",
+                           "formats --rows 8 --cols 8", "frobnicate"}) {
+    Run r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_FALSE(r.out.empty()) << args;
+  }
+}
+
+TEST(CliFormats, HelpAndVersion) {
+  EXPECT_EQ(run("--help").code, 0);
+  Run v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("sparrow"), std::string::npos);
+  EXPECT_EQ(run("formats --help").code, 0);
+}

@@ -1,0 +1,134 @@
+// Properties every format must have, checked across all six through the Weight API: exact round
+// trip, validate accepts what encode makes, the reference product through the format equals the
+// dense reference, and d_eff matches the DESIGN.md expectations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "sparrow/patterns.hpp"
+#include "sparrow/reference.hpp"
+#include "sparrow/weight.hpp"
+
+using namespace sparrow;
+
+namespace {
+
+EncodeOptions options_for(Format f) {
+  EncodeOptions o;
+  if (f == Format::nm) o.nm_pattern = {2, 4, 1};
+  return o;
+}
+
+// An N:M matrix encodes in every format, so one generator serves all six.
+HostMatrix nm_matrix(DType t, int64_t m, int64_t k, double extra, uint64_t seed) {
+  return patterns::nm_pattern(t, m, k, nm::Pattern{2, 4, 1}, extra, seed);
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
+  return den == 0 ? num : num / den;
+}
+
+}  // namespace
+
+class EveryFormat : public ::testing::TestWithParam<Format> {};
+
+TEST_P(EveryFormat, RoundTripValidateAndReferenceAgree) {
+  const Format f = GetParam();
+  for (DType t : {DType::fp16, DType::bf16}) {
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{1, 1}, {7, 13}, {130, 70}, {65, 300}}) {
+      for (double extra : {0.0, 0.6, 1.0}) {
+        HostMatrix w = nm_matrix(t, m, k, extra, uint64_t(m * 31 + k));
+        auto enc = encode(f, w.view(), options_for(f));
+        ASSERT_TRUE(enc.ok()) << format_name(f) << ": " << enc.status().to_string();
+        ASSERT_TRUE(validate(enc.value()).ok()) << format_name(f);
+        auto dec = decode(enc.value());
+        ASSERT_TRUE(dec.ok()) << dec.status().to_string();
+        EXPECT_TRUE(same_values(dec.value().view(), w.view()))
+            << format_name(f) << " " << dtype_name(t) << " " << m << "x" << k;
+
+        // The reference product walked through the format equals the dense reference.
+        HostMatrix x = patterns::dense_random(t, 5, k, 99);
+        auto dense_w = encode(Format::dense, w.view());
+        ASSERT_TRUE(dense_w.ok());
+        auto ref_dense = reference::matmul_f64(dense_w.value(), x.view());
+        auto ref_fmt = reference::matmul_f64(enc.value(), x.view());
+        ASSERT_TRUE(ref_dense.ok() && ref_fmt.ok());
+        EXPECT_LE(max_rel_diff(ref_fmt.value(), ref_dense.value()), 1e-12) << format_name(f);
+      }
+    }
+  }
+}
+
+TEST_P(EveryFormat, HostDeviceQueriesAndShape) {
+  const Format f = GetParam();
+  HostMatrix w = nm_matrix(DType::fp16, 33, 40, 0.0, 5);
+  auto enc = encode(f, w.view(), options_for(f));
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  EXPECT_EQ(format_of(enc.value()), f);
+  EXPECT_EQ(shape_of(enc.value()).rows, 33);
+  EXPECT_EQ(shape_of(enc.value()).cols, 40);
+  EXPECT_EQ(location_of(enc.value()), Location::host);
+  EXPECT_GT(storage_bytes(enc.value()), 0u);
+}
+
+TEST_P(EveryFormat, RejectsBadInput) {
+  const Format f = GetParam();
+  HostMatrix w(DType::fp16, 4, 4);
+  ConstMatrixView v = w.view();
+  v.rows = 0;
+  EXPECT_EQ(encode(f, v, options_for(f)).status().code(), Code::invalid_argument);
+  v = w.view();
+  v.data = nullptr;
+  EXPECT_EQ(encode(f, v, options_for(f)).status().code(), Code::invalid_argument);
+  v = w.view();
+  v.ld = 2;
+  EXPECT_EQ(encode(f, v, options_for(f)).status().code(), Code::invalid_argument);
+  if (f != Format::dense && f != Format::csr) {
+    HostMatrix w32(DType::fp32, 4, 4);
+    EXPECT_EQ(encode(f, w32.view(), options_for(f)).status().code(), Code::unsupported);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, EveryFormat, ::testing::ValuesIn(kAllFormats),
+                         [](const auto& info) { return std::string(format_name(info.param)); });
+
+// d_eff at 4096 x 4096, random pattern, against the DESIGN.md expectations (fp16).
+TEST(EffectiveDensity, MatchesDesignExpectations) {
+  const int64_t n = 4096;
+  for (double s : {0.5, 0.7, 0.9}) {
+    const double d = 1.0 - s;
+    HostMatrix w = patterns::random(DType::fp16, n, n, s, 42);
+    auto deff = [&](Format f, EncodeOptions o = {}) {
+      auto e = encode(f, w.view(), o);
+      EXPECT_TRUE(e.ok()) << e.status().to_string();
+      return e.ok() ? d_eff(e.value()) : 1e9;
+    };
+    EncodeOptions c32;
+    c32.csr_index = csr::IndexWidth::bits32;
+    EXPECT_NEAR(deff(Format::dense), 1.0, 1e-9);
+    EXPECT_NEAR(deff(Format::csr), 2 * d, 0.01) << s;        // 16-bit indices
+    EXPECT_NEAR(deff(Format::csr, c32), 3 * d, 0.01) << s;   // 32-bit indices
+    EXPECT_NEAR(deff(Format::tca_bme), d + 1.0 / 16, 0.01) << s;
+    EXPECT_NEAR(deff(Format::tiled_csl), 2 * d, 0.01) << s;
+    // macko: 1.25 d plus padding entries, which stay small down to d = 0.1 for random rows.
+    EXPECT_GE(deff(Format::macko), 1.25 * d - 0.005) << s;
+    EXPECT_LE(deff(Format::macko), 1.25 * d * (s <= 0.7 ? 1.02 : 1.35)) << s;
+    if (s == 0.5) {
+      EXPECT_LE(deff(Format::tca_bme), 0.57);
+      EXPECT_LE(deff(Format::macko), 0.64);
+    }
+  }
+  // nm 2:4 (L = 1): (N/M)(1 + 2/16)
+  HostMatrix w24 = patterns::nm_pattern(DType::fp16, n, n, {2, 4, 1}, 0.0, 3);
+  EncodeOptions o;
+  o.nm_pattern = {2, 4, 1};
+  auto e = encode(Format::nm, w24.view(), o);
+  ASSERT_TRUE(e.ok());
+  EXPECT_NEAR(d_eff(e.value()), 0.5 * (1 + 2.0 / 16), 1e-3);
+}
