@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -255,7 +256,6 @@ Result<ModelPruneReport> prune_model(
     std::map<std::string, std::string> meta = {{"format", "pt"},
                                                {"sparrow.version", kVersion}};
     for (const std::string& name : by_shard[s]) {
-      const size_t before_count = writer.tensor_count();
       if (candidates.count(name)) {
         LayerReport lr;
         lr.name = name;
@@ -339,7 +339,6 @@ Result<ModelPruneReport> prune_model(
       }
       ++done;
       if (progress) progress(done, total_tensors, name);
-      (void)before_count;
     }
     SPARROW_RETURN_IF_ERROR(writer.finish(meta));
     // Index entries: every stored tensor of this shard.
@@ -410,6 +409,12 @@ Result<ModelPruneReport> prune_model(
     if (ec) return Status(Code::io_error, "cannot rename into " + out.string() + ": " + ec.message());
   }
   tmp.keep = true;
+  // Table order: by layer, then name (shards may hold layers out of order).
+  std::stable_sort(report.layers.begin(), report.layers.end(),
+                   [](const LayerReport& a, const LayerReport& b) {
+                     const int64_t la = layer_index(a.name), lb = layer_index(b.name);
+                     return la != lb ? la < lb : a.name < b.name;
+                   });
   report.seconds = ms_since(t_start) / 1000.0;
   return report;
 }

@@ -9,14 +9,14 @@
 
 namespace {
 
-struct Run {
+struct CliRun {
   int code;
   std::string out;
 };
 
-Run run(const std::string& args) {
+CliRun run(const std::string& args) {
   const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  Run r{-1, ""};
+  CliRun r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
@@ -29,7 +29,7 @@ Run run(const std::string& args) {
 }  // namespace
 
 TEST(CliFormats, TableHasEveryFormatAndSucceeds) {
-  Run r = run("formats --rows 130 --cols 70 --sparsity 0.5 --seed 3");
+  CliRun r = run("formats --rows 130 --cols 70 --sparsity 0.5 --seed 3");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* f : {"dense", "csr", "macko", "tca_bme", "tiled_csl"}) {
     EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
@@ -68,7 +68,7 @@ TEST(CliFormats, BadArgumentsExitTwoWithOneLine) {
                            "formats --rows 8 --cols 8 --sparsity 0.5 --pattern nm:3:2",
                            "formats --rows 8 --cols 8 --sparsity 0.5 --dtype int8",
                            "formats --rows 8 --cols 8", "frobnicate"}) {
-    Run r = run(args);
+    CliRun r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_FALSE(r.out.empty()) << args;
   }
@@ -76,7 +76,7 @@ TEST(CliFormats, BadArgumentsExitTwoWithOneLine) {
 
 TEST(CliFormats, HelpAndVersion) {
   EXPECT_EQ(run("--help").code, 0);
-  Run v = run("--version");
+  CliRun v = run("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("sparrow"), std::string::npos);
   EXPECT_EQ(run("formats --help").code, 0);

@@ -50,6 +50,10 @@ int run_synth(const SynthArgs& a) {
     if (a.vocab) c.vocab_size = a.vocab;
     if (a.max_pos) c.max_position_embeddings = a.max_pos;
     if (c.num_heads <= 0 || c.hidden_size <= 0) return bad("--hidden and --heads must be positive");
+    if (!a.head_dim && c.hidden_size % c.num_heads != 0) {
+      return bad("--hidden " + std::to_string(c.hidden_size) + " is not a multiple of --heads " +
+                 std::to_string(c.num_heads) + " (give --head-dim)");
+    }
     c.head_dim = a.head_dim ? a.head_dim : c.hidden_size / c.num_heads;
   }
   c.tie_word_embeddings = a.tie;
