@@ -1,10 +1,21 @@
 // The list of every kernel in the build. Add a kernel here when you add its launcher.
+#include "kernels/csr/vector.hpp"
+#include "kernels/dense/cublas.hpp"
+#include "kernels/dense/gemv.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/macko/warp_row.hpp"
+#include "kernels/tca_bme/decode.hpp"
 
 namespace sparrow::kernels {
 
 const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
+      {"dense.gemv", Format::dense, 1, 16, dense_gemv::run},
+      {"csr.vector", Format::csr, 1, 16, csr_vector::run},
+      {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run},
+      {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
+      // cuBLAS: the baseline and the dense fallback (prefill-sized N too).
+      {"dense.cublas", Format::dense, 1, 1 << 20, &dense_cublas},
   };
   return kernels;
 }

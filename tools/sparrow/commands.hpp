@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace sparrow::cli {
 
 constexpr int kExitBadArgs = 2;
@@ -14,5 +16,12 @@ void register_run(CLI::App& app, int& exit_code);         // tools/sparrow/run.c
 void register_perplexity(CLI::App& app, int& exit_code);  // tools/sparrow/perplexity.cpp
 void register_synth(CLI::App& app, int& exit_code);
 void register_prune(CLI::App& app, int& exit_code);
+void register_bench(CLI::App& app, int& exit_code);
+
+// The full command line, as typed (main() sets it; benchmark headers print it).
+inline std::string& command_line() {
+  static std::string line;
+  return line;
+}
 
 }  // namespace sparrow::cli

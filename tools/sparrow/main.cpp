@@ -10,12 +10,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sparrow ") + sparrow::kVersion + " (git " +
                                         sparrow::git_revision() + ")");
   app.require_subcommand(1);
+  for (int i = 0; i < argc; ++i) {
+    sparrow::cli::command_line() += (i ? " " : "") + std::string(argv[i]);
+  }
   int exit_code = 0;
   sparrow::cli::register_formats(app, exit_code);
   sparrow::cli::register_run(app, exit_code);
   sparrow::cli::register_perplexity(app, exit_code);
   sparrow::cli::register_synth(app, exit_code);
   sparrow::cli::register_prune(app, exit_code);
+  sparrow::cli::register_bench(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,32 @@
+// `sparrow bench`: kernel-level benchmark of every registered kernel and the baselines (cuBLAS,
+// cuSPARSE, a streaming read) under one protocol (timing.hpp, docs/benchmarking.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/shapes.hpp"
+#include "sparrow/dtype.hpp"
+
+namespace sparrow::bench {
+
+struct BenchOptions {
+  std::vector<LayerShape> shapes;
+  std::vector<int64_t> ns;
+  std::vector<double> sparsities;
+  std::vector<std::string> patterns;  // "random", "magnitude", ...
+  std::string formats = "all";        // all | best | comma list of formats / kernel names
+  DType dtype = DType::fp16;
+  int reps = 50;
+  double row_budget_s = 0.25;  // timed replays per row beyond this only for fast rows (timing.hpp)
+  uint64_t seed = 1;
+  std::string json_path, csv_path;
+  std::string command_line;
+};
+
+// Exit code: 0 all rows ok (skipped rows allowed), 1 a row failed (error above tolerance or a
+// kernel error), 2 bad arguments, 3 no GPU.
+int run_bench(const BenchOptions& opt);
+
+}  // namespace sparrow::bench

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The one script every session runs on the GPU machine.
+#
+#   scripts/gpu-test.sh [BUILD_DIR]        BUILD_DIR holds sparrow and sparrow_gpu_tests
+#                                          (default build/release; .carry/bin after scripts/carry.sh)
+#
+# Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
+# decode tables of issue 3 (random, then a magnitude pass), then optional stages: any
+# scripts/gpu-test.d/*.sh (each gets BUILD_DIR and OUT_DIR) and scripts/check_safetensors.py when
+# present. Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
+#   gpu-test.log          every stage's output, in order
+#   bench-random.{json,csv}, bench-magnitude.{json,csv}
+#   extra.log             the optional stages (only if one ran)
+#   summary.txt           the stage table and the decode summary (also printed last)
+# Budget: about 8 minutes on an H100; each stage has a time limit (env *_LIMIT seconds).
+# Exit code: 0 when every stage passed, else 1.
+set -uo pipefail
+
+BUILD=${1:-build/release}
+OUT_DIR=${OUT:-out/gpu-test}
+mkdir -p "$OUT_DIR"
+LOG=$OUT_DIR/gpu-test.log
+SUMMARY=$OUT_DIR/summary.txt
+HERE=$(cd "$(dirname "$0")" && pwd)
+SPARROW=$BUILD/sparrow
+TESTS=$BUILD/sparrow_gpu_tests
+: >"$LOG"
+
+TESTS_LIMIT=${TESTS_LIMIT:-150}
+MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-120}
+BENCH_LIMIT=${BENCH_LIMIT:-210}
+MAGNITUDE_LIMIT=${MAGNITUDE_LIMIT:-90}
+EXTRA_LIMIT=${EXTRA_LIMIT:-60}
+# memcheck slows kernels 10-100x: it runs the small-shape tests only. Name tests on large shapes
+# *Large* or *Llama* to keep them out of it.
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*'}
+BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
+# The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
+MAGNITUDE_SHAPES=${MAGNITUDE_SHAPES:-4096x4096,11008x4096,4096x11008}
+BENCH_FORMATS=${BENCH_FORMATS:-all}
+
+stages=()
+overall=0
+# stage NAME LIMIT LOGFILE CMD...: runs CMD under `timeout`, appends its output to LOGFILE and
+# records rc and seconds.
+stage() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local t0=$SECONDS rc
+  {
+    echo
+    echo "===== $name: $* (limit ${limit}s)"
+  } >>"$log"
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  local secs=$((SECONDS - t0))
+  local verdict=ok
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="TIMEOUT"; elif [ $rc -ne 0 ]; then verdict="FAIL"; fi
+  [ $rc -ne 0 ] && overall=1
+  echo "===== $name: rc=$rc ($verdict) in ${secs}s" >>"$log"
+  stages+=("$(printf '%-22s %-8s rc=%-3s %4ss' "$name" "$verdict" "$rc" "$secs")")
+  echo "[gpu-test] $name: $verdict (rc=$rc, ${secs}s)"
+}
+
+{
+  echo "gpu-test.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) build=$BUILD"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  "$SPARROW" --version
+} >>"$LOG" 2>&1
+
+for bin in "$SPARROW" "$TESTS"; do
+  if [ ! -x "$bin" ]; then
+    echo "gpu-test.sh: $bin is missing (build first, or pass the folder that holds it)" | tee -a "$LOG"
+    exit 1
+  fi
+done
+
+stage gpu-tests "$TESTS_LIMIT" "$LOG" "$TESTS"
+
+if command -v compute-sanitizer >/dev/null; then
+  stage memcheck "$MEMCHECK_LIMIT" "$LOG" compute-sanitizer --tool memcheck --error-exitcode 1 \
+    --print-limit 20 "$TESTS" --gtest_filter="$MEMCHECK_FILTER"
+else
+  echo "[gpu-test] memcheck: skipped (no compute-sanitizer)"
+  stages+=("$(printf '%-22s %-8s' memcheck skipped)")
+fi
+
+stage bench-random "$BENCH_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHAPES" \
+  --n 1,2,4,8,16 --sparsity 0.5,0.7,0.9 --pattern random --formats "$BENCH_FORMATS" --reps 50 \
+  --json "$OUT_DIR/bench-random.json" --csv "$OUT_DIR/bench-random.csv"
+
+stage bench-magnitude "$MAGNITUDE_LIMIT" "$LOG" "$SPARROW" bench --shapes "$MAGNITUDE_SHAPES" \
+  --n 1,8 --sparsity 0.5,0.7,0.9 --pattern magnitude --formats "$BENCH_FORMATS" --reps 50 \
+  --json "$OUT_DIR/bench-magnitude.json" --csv "$OUT_DIR/bench-magnitude.csv"
+
+# Optional stages: present only once the code they need exists.
+EXTRA=$OUT_DIR/extra.log
+if [ -d "$HERE/gpu-test.d" ]; then
+  for s in "$HERE"/gpu-test.d/*.sh; do
+    [ -f "$s" ] || continue
+    stage "$(basename "$s" .sh)" "$EXTRA_LIMIT" "$EXTRA" bash "$s" "$BUILD" "$OUT_DIR"
+  done
+fi
+if [ -f "$HERE/check_safetensors.py" ] && command -v python3 >/dev/null; then
+  stage check-safetensors "$EXTRA_LIMIT" "$EXTRA" python3 "$HERE/check_safetensors.py"
+fi
+
+{
+  echo "gpu-test summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), build $BUILD, total ${SECONDS}s)"
+  for s in "${stages[@]}"; do echo "  $s"; done
+  grep -E '^# (gpu|clocks|read bandwidth|sparrow)' "$LOG" | sort -u
+  if command -v python3 >/dev/null && [ -f "$HERE/bench_summary.py" ]; then
+    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-magnitude.json; do
+      [ -f "$j" ] && python3 "$HERE/bench_summary.py" "$j"
+    done
+  fi
+  grep -E 'FAIL|\[  FAILED  \]|ERROR SUMMARY: [1-9]' "$LOG" | head -20
+} >"$SUMMARY" 2>&1
+cat "$SUMMARY"
+exit $overall

@@ -1,0 +1,136 @@
+// Device helpers shared by the decode kernels (dense.gemv, csr.vector, macko.warp_row,
+// tca_bme.decode): element conversion, 16-byte streaming loads, the m16n8k16 tensor-core step,
+// warp scans/reductions and the output epilogue (bias, accumulate, round once to the dtype).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace sparrow::kernels::decode {
+
+// ---- element types -----------------------------------------------------------------------------
+template <class T> __device__ __forceinline__ float to_float(T v);
+template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
+
+template <class T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+
+// Two packed 16-bit elements (one 32-bit register) as floats.
+template <class T> __device__ __forceinline__ float2 unpack2(uint32_t u);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t u) {
+  __half2 h = *reinterpret_cast<__half2*>(&u);
+  return __half22float2(h);
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t u) {
+  __nv_bfloat162 h = *reinterpret_cast<__nv_bfloat162*>(&u);
+  return __bfloat1622float2(h);
+}
+
+// The raw 16 bits of a 16-bit element, and back.
+template <class T> __device__ __forceinline__ uint16_t bits_of(T v) {
+  return *reinterpret_cast<uint16_t*>(&v);
+}
+
+// ---- loads -------------------------------------------------------------------------------------
+// Weights are read exactly once per call: stream them past L1 (no_allocate) so L1 keeps X, which
+// every warp re-reads.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint32_t load_stream4(const void* p) {
+  uint32_t r;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// ---- tensor cores ------------------------------------------------------------------------------
+// D = A (16x16, row) * B (16x8, col) + D, fp32 accumulators. Fragment layout (g = lane/4,
+// t = lane%4): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..], a[3] = A[g+8][2t+8..];
+// b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g]; c[0..1] = D[g][2t..2t+1], c[2..3] = D[g+8][2t..].
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&c)[4], const uint32_t (&a)[4],
+                                                  uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- warp collectives --------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
+// ---- output ------------------------------------------------------------------------------------
+// y = acc (+ bias[m]) (+ y if accumulate), rounded once to T. `y` points at Y[n][m].
+template <class T>
+__device__ __forceinline__ void store_output(T* y, float acc, const T* bias, int64_t m,
+                                             bool accumulate) {
+  if (bias) acc += to_float(bias[m]);
+  if (accumulate) acc += to_float(*y);
+  *y = from_float<T>(acc);
+}
+
+// The end of the tensor-core kernels (dense.gemv, tca_bme.decode): a block's warps each hold
+// fp32 mma accumulators for the same 16 rows x 8*NT tokens over different K ranges; sum them
+// through shared memory `partial` (MAX_WARPS, NT*4, 32) and write Y[token][row0 + r].
+template <class T, int NT, int MAX_WARPS>
+__device__ __forceinline__ void reduce_tile_and_store(float (&partial)[MAX_WARPS][NT * 4][32],
+                                                      const float (&acc)[NT][4], int64_t row0,
+                                                      int64_t m, int n, T* y, int64_t ldy,
+                                                      const T* bias, bool accumulate) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) partial[warp][j * 4 + c][lane] = acc[j][c];
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += blockDim.x) {
+    const int r = idx / 32, l = idx % 32;
+    float sum = 0.f;
+    for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
+    const int c = r % 4, j = r / 4;
+    const int64_t row = row0 + (l >> 2) + (c >= 2 ? 8 : 0);
+    const int token = 8 * j + 2 * (l & 3) + (c & 1);
+    if (row < m && token < n) store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
+  }
+}
+
+}  // namespace sparrow::kernels::decode

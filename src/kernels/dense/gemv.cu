@@ -1,0 +1,143 @@
+// dense.gemv. Each block owns 16 rows of W; its warps split K. A lane streams 16-byte chunks of
+// two rows (g and g+8) and the matching 16-byte chunk of X for token g (and g+8), and feeds them to
+// mma.m16n8k16 as-is: the K order inside one step does not matter for a dot product, so the 8
+// physical elements of a chunk are used as logical columns {2t,2t+1,2t+8,2t+9} of two mma steps,
+// for A and B alike. That keeps every weight load 16 bytes wide without shared memory or ldmatrix,
+// and the tensor cores make N = 1..16 cost the same arithmetic-free pass over W.
+#include "kernels/dense/gemv.hpp"
+
+#include <algorithm>
+#include <variant>
+
+#include "core/cuda_check.hpp"
+#include "kernels/decode_common.cuh"
+#include "kernels/device_info.hpp"
+
+namespace sparrow::kernels::dense_gemv {
+
+using namespace decode;
+
+namespace {
+
+// Eight elements of one X row starting at k0 (a multiple of 8), zero past K. One 16-byte load when
+// the row is 16-byte aligned (x_vec), element loads otherwise.
+template <class T>
+__device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, bool x_vec) {
+  if (x_vec && k0 + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(xrow + k0));
+  uint16_t e[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) e[i] = (k0 + i < k) ? bits_of(xrow[k0 + i]) : uint16_t(0);
+  uint4 r;
+  r.x = e[0] | (uint32_t(e[1]) << 16);
+  r.y = e[2] | (uint32_t(e[3]) << 16);
+  r.z = e[4] | (uint32_t(e[5]) << 16);
+  r.w = e[6] | (uint32_t(e[7]) << 16);
+  return r;
+}
+
+// NT: 8-token mma N tiles per pass (1 for n <= 8, 2 for n <= 16).
+template <class T, int NT>
+__global__ void __launch_bounds__(Config::kMaxWarps * 32)
+    gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
+                const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
+                const T* __restrict__ bias, bool accumulate, bool x_vec) {
+  constexpr int U = Config::kStepsInFlight;
+  __shared__ float partial[Config::kMaxWarps][NT * 4][32];  // (warp, acc register, lane)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row0 = int64_t(blockIdx.x) * Config::kRowsPerBlock + g, row1 = row0 + 8;
+  const bool has0 = row0 < m, has1 = row1 < m;
+  const T* w0 = w + row0 * ldw;
+  const T* w1 = w + row1 * ldw;
+  const int64_t chunks = ldw / 8;  // 16-byte chunks per (padded) row
+  const int64_t steps = (chunks + 3) / 4;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+
+  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(warps) * U) {
+    uint4 a0[U], a1[U], b[U][NT];  // rows g, g+8 of W; tokens g (+8) of X
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t chunk = (s0 + int64_t(u) * warps) * 4 + t;
+      const bool in_k = chunk < chunks;
+      a0[u] = (in_k && has0) ? load_stream16(w0 + chunk * 8) : zero;
+      a1[u] = (in_k && has1) ? load_stream16(w1 + chunk * 8) : zero;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int token = g + 8 * j;
+        b[u][j] = (in_k && token < n) ? load_x8(x + int64_t(token) * ldx, chunk * 8, k, x_vec) : zero;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t lo[4] = {a0[u].x, a1[u].x, a0[u].y, a1[u].y};  // physical elements 0..3
+      const uint32_t hi[4] = {a0[u].z, a1[u].z, a0[u].w, a1[u].w};  // physical elements 4..7
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma_16816<T>(acc[j], lo, b[u][j].x, b[u][j].y);
+        mma_16816<T>(acc[j], hi, b[u][j].z, b[u][j].w);
+      }
+    }
+  }
+
+  reduce_tile_and_store<T, NT, Config::kMaxWarps>(
+      partial, acc, int64_t(blockIdx.x) * Config::kRowsPerBlock, m, n, y, ldy, bias, accumulate);
+}
+
+template <class T>
+Status launch(const dense::Matrix& dm, const Problem& p, const LaunchPlan& lp, Stream stream) {
+  const T* w = reinterpret_cast<const T*>(dm.values.data());
+  const T* x = static_cast<const T*>(p.x.data);
+  T* y = static_cast<T*>(p.y.data);
+  const T* bias = static_cast<const T*>(p.opt.bias);
+  const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
+  const int64_t n = p.n();
+  // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
+  for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
+    const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
+    const T* xp = x + t0 * p.x.ld;
+    T* yp = y + t0 * p.y.ld;
+    const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
+    if (nt <= 8) {
+      gemv_kernel<T, 1><<<grid, block, 0, stream>>>(w, dm.ld, dm.shape.rows, dm.shape.cols, xp,
+                                                    p.x.ld, nt, yp, p.y.ld, bias,
+                                                    p.opt.accumulate, x_vec);
+    } else {
+      gemv_kernel<T, 2><<<grid, block, 0, stream>>>(w, dm.ld, dm.shape.rows, dm.shape.cols, xp,
+                                                    p.x.ld, nt, yp, p.y.ld, bias,
+                                                    p.opt.accumulate, x_vec);
+    }
+    SPARROW_CUDA_CHECK_LAUNCH("dense.gemv");
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count) {
+  LaunchPlan lp;
+  lp.blocks = (m + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
+  const int64_t steps = (ld / 8 + 3) / 4;
+  const int64_t want = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
+                       std::max<int64_t>(lp.blocks, 1);
+  const int64_t useful = std::max<int64_t>(1, steps);  // a warp with no step would only idle
+  lp.warps = int(std::clamp<int64_t>(std::min(want, useful), 1, Config::kMaxWarps));
+  return lp;
+}
+
+Status run(const Problem& p, Stream stream) {
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense));
+  const auto& dm = std::get<dense::Matrix>(p.w);
+  if (dm.shape.dtype == DType::fp32) {
+    return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");
+  }
+  SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
+  const LaunchPlan lp = plan(dm.shape.rows, dm.ld, dev.sm_count);
+  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, lp, stream);
+  return launch<__nv_bfloat16>(dm, p, lp, stream);
+}
+
+}  // namespace sparrow::kernels::dense_gemv

@@ -1,0 +1,43 @@
+#include "kernels/device_info.hpp"
+
+#include <array>
+#include <atomic>
+
+#include "core/cuda_check.hpp"
+
+namespace sparrow::kernels {
+
+namespace {
+constexpr int kMaxDevices = 64;
+// One slot per device ordinal; sm_count == 0 means "not read yet". Racing first calls both read
+// the same attributes, so a plain store of the same value is harmless; atomics keep it defined.
+std::array<std::atomic<int>, kMaxDevices> g_sm_count{};
+std::array<std::atomic<int>, kMaxDevices> g_max_smem{};
+std::array<std::atomic<int>, kMaxDevices> g_max_smem_sm{};
+}  // namespace
+
+Result<DeviceInfo> current_device_info() {
+  int dev = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  DeviceInfo info;
+  if (dev >= 0 && dev < kMaxDevices) {
+    info.sm_count = g_sm_count[dev].load(std::memory_order_relaxed);
+    info.max_smem_per_block = g_max_smem[dev].load(std::memory_order_relaxed);
+    info.max_smem_per_sm = g_max_smem_sm[dev].load(std::memory_order_relaxed);
+    if (info.sm_count > 0) return info;
+  }
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &info.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &info.max_smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  if (dev >= 0 && dev < kMaxDevices) {
+    g_max_smem[dev].store(info.max_smem_per_block, std::memory_order_relaxed);
+    g_max_smem_sm[dev].store(info.max_smem_per_sm, std::memory_order_relaxed);
+    g_sm_count[dev].store(info.sm_count, std::memory_order_relaxed);
+  }
+  return info;
+}
+
+}  // namespace sparrow::kernels

@@ -1,0 +1,18 @@
+// What the launch planners need to know about the current device, read once per device and
+// cached (cudaDeviceGetAttribute is cheap but not free, and a decode step makes hundreds of calls).
+#pragma once
+
+#include "sparrow/status.hpp"
+
+namespace sparrow::kernels {
+
+struct DeviceInfo {
+  int sm_count = 0;
+  int max_smem_per_block = 0;  // bytes a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+  int max_smem_per_sm = 0;     // bytes per SM (cudaDevAttrMaxSharedMemoryPerMultiprocessor)
+};
+
+// The current device's info; an error Status if no device is usable.
+Result<DeviceInfo> current_device_info();
+
+}  // namespace sparrow::kernels

@@ -1,0 +1,57 @@
+// `sparrow bench` from the outside, on any machine: bad arguments exit 2 with a message, and a
+// machine without a GPU gets a clear message and exit 3 (CI has no GPU; on a GPU it benchmarks).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string output;
+};
+
+CliRun run_cli(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST(BenchCli, UnknownShapeIsABadArgument) {
+  CliRun r = run_cli("bench --shapes llama9-1b");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown shape 'llama9-1b'"), std::string::npos) << r.output;
+}
+
+TEST(BenchCli, BadListsAreBadArguments) {
+  EXPECT_EQ(run_cli("bench --shapes 64x64 --n 0").code, 2);
+  EXPECT_EQ(run_cli("bench --shapes 64x64 --n 1,x").code, 2);
+  EXPECT_EQ(run_cli("bench --shapes 64x64 --sparsity 1.0").code, 2);
+  EXPECT_EQ(run_cli("bench --shapes 64x0").code, 2);
+  EXPECT_EQ(run_cli("bench --shapes 64x64 --dtype fp32").code, 2);
+  EXPECT_EQ(run_cli("bench --shapes 64x64 --pattern zigzag").code, 2);
+  CliRun r = run_cli("bench --shapes 64x64 --formats nosuch");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("nosuch"), std::string::npos) << r.output;
+}
+
+TEST(BenchCli, RunsOrSaysThereIsNoGpu) {
+  CliRun r = run_cli("bench --shapes 64x64 --n 1 --sparsity 0.5 --formats dense --reps 3");
+  if (r.code == 3) {
+    EXPECT_NE(r.output.find("no usable CUDA GPU"), std::string::npos) << r.output;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("dense.cublas"), std::string::npos) << r.output;
+  }
+}

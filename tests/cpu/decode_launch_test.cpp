@@ -1,0 +1,100 @@
+// Host-side parts of the decode kernels that need no GPU: launch planning, the token buckets and
+// the argument checks that run before anything touches a device.
+#include <gtest/gtest.h>
+
+#include "kernels/csr/vector.hpp"
+#include "kernels/dense/gemv.hpp"
+#include "kernels/macko/warp_row.hpp"
+#include "kernels/tca_bme/decode.hpp"
+#include "kernels/token_bucket.hpp"
+#include "sparrow/patterns.hpp"
+
+using namespace sparrow;
+using namespace sparrow::kernels;
+
+TEST(DecodeLaunch, TokenBuckets) {
+  EXPECT_EQ(token_bucket(1), 1);
+  for (int n = 2; n <= 4; ++n) EXPECT_EQ(token_bucket(n), 4) << n;
+  for (int n = 5; n <= 8; ++n) EXPECT_EQ(token_bucket(n), 8) << n;
+  for (int n = 9; n <= 16; ++n) EXPECT_EQ(token_bucket(n), 16) << n;
+}
+
+TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
+  // 4096 x 4096 on 132 SMs: 256 row tiles; 132 * 32 / 256 -> 17 warps wanted, capped at 8.
+  auto a = dense_gemv::plan(4096, 4096, 132);
+  EXPECT_EQ(a.blocks, 256);
+  EXPECT_EQ(a.warps, dense_gemv::Config::kMaxWarps);
+  // Many rows, few SMs: one warp per block is enough to fill the device.
+  auto b = dense_gemv::plan(28672, 8192, 8);
+  EXPECT_EQ(b.blocks, 1792);
+  EXPECT_EQ(b.warps, 1);
+  // A K of one step cannot use more than one warp.
+  auto c = dense_gemv::plan(7, 8, 132);
+  EXPECT_EQ(c.blocks, 1);
+  EXPECT_EQ(c.warps, 1);
+  // 11008 rows: 688 tiles, ceil(132*32/688) = 7 warps.
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132).warps, 7);
+  EXPECT_GE(dense_gemv::plan(1, 1, 0).warps, 1);  // a bogus SM count still gives a launch
+}
+
+TEST(DecodeLaunch, TcaBmePlan) {
+  auto a = tca_bme_decode::plan(4096, 64, 132);
+  EXPECT_EQ(a.blocks, 256);
+  EXPECT_EQ(a.warps, 8);
+  auto b = tca_bme_decode::plan(130, 2, 132);  // only two groups along K: two warps
+  EXPECT_EQ(b.blocks, 9);
+  EXPECT_EQ(b.warps, 2);
+}
+
+TEST(DecodeLaunch, MackoPlanStagesXOnlyWhenItFits) {
+  const int smem_block = 227 * 1024, smem_sm = 228 * 1024;
+  // K = 4096, 8 tokens, fp16: X^T is 64 KiB, staged; 3 such blocks fit an SM.
+  auto a = macko_warp_row::plan(11008, 4096, 8, 2, 132, smem_block, smem_sm);
+  EXPECT_TRUE(a.x_shared);
+  EXPECT_EQ(a.smem_bytes, 64 * 1024);
+  EXPECT_EQ(a.blocks, 132 * 3);
+  // K = 11008, 16 tokens: 344 KiB, gathered through L1 instead; 4 blocks per SM.
+  auto b = macko_warp_row::plan(4096, 11008, 16, 2, 132, smem_block, smem_sm);
+  EXPECT_FALSE(b.x_shared);
+  EXPECT_EQ(b.smem_bytes, 0);
+  EXPECT_EQ(b.blocks, 4096 / 16);  // fewer rows than the persistent grid would hold
+  // A device with 48 KiB per block never stages more than that.
+  auto c = macko_warp_row::plan(100000, 8192, 4, 2, 10, 48 * 1024, 64 * 1024);
+  EXPECT_FALSE(c.x_shared);
+  EXPECT_EQ(c.blocks, 10 * macko_warp_row::Config::kMaxBlocksPerSm);
+}
+
+TEST(DecodeLaunch, CsrBlocks) {
+  EXPECT_EQ(csr_vector::blocks_for(1), 1);
+  EXPECT_EQ(csr_vector::blocks_for(8), 1);
+  EXPECT_EQ(csr_vector::blocks_for(9), 2);
+}
+
+// Checks that need no device: a host weight and a weight of another format are rejected with
+// invalid_argument before any CUDA call.
+TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
+  const HostMatrix h = patterns::random(DType::fp16, 16, 24, 0.5, 3);
+  HostMatrix x(DType::fp16, 2, 24), y(DType::fp16, 2, 16);
+  struct K {
+    RunFn run;
+    Format f;
+  };
+  const K ks[] = {{dense_gemv::run, Format::dense},
+                  {csr_vector::run, Format::csr},
+                  {macko_warp_row::run, Format::macko},
+                  {tca_bme_decode::run, Format::tca_bme}};
+  for (const K& k : ks) {
+    auto w = encode(k.f, h.view());
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    Status st = k.run(Problem{w.value(), x.view(), y.view(), {}}, nullptr);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << format_name(k.f) << ": " << st.to_string();
+    const Format other = k.f == Format::dense ? Format::csr : Format::dense;
+    auto wo = encode(other, h.view());
+    ASSERT_TRUE(wo.ok());
+    st = k.run(Problem{wo.value(), x.view(), y.view(), {}}, nullptr);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << format_name(k.f) << ": " << st.to_string();
+  }
+  for (const char* name : {"dense.gemv", "csr.vector", "macko.warp_row", "tca_bme.decode"}) {
+    EXPECT_NE(find_kernel(name), nullptr) << name;
+  }
+}

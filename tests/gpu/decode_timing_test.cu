@@ -1,0 +1,157 @@
+// A quick timing of the decode kernels against cuBLAS, for the kernel author's notes
+// (bench/NOTES-decode.md); the official numbers come from `sparrow bench`. Runs only when
+// SPARROW_DECODE_TIMING=1 (it takes a while), e.g.
+//   SPARROW_DECODE_TIMING=1 sparrow_gpu_tests --gtest_filter='DecodeTiming.*'
+// Protocol as in DESIGN.md: weights rotated over >= 150 MB of copies (3x the H100's 50 MB L2),
+// every candidate captured in a CUDA graph that calls it once per copy, CUDA events around each
+// replay, median of 50 replays; floor = storage bytes / measured streaming-read bandwidth.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_test_util.hpp"
+
+using namespace sparrow;
+
+namespace {
+
+constexpr size_t kRotateBytes = 150u << 20;
+constexpr int kReplays = 50;
+
+__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads; practically never true
+}
+
+// Median microseconds per call of `call(copy)` over `copies` rotated copies, graph-replayed.
+double time_rotated(int copies, const std::function<void(int, cudaStream_t)>& call) {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  for (int c = 0; c < copies; ++c) call(c, s);  // warm-up (module load, handles)
+  cudaStreamSynchronize(s);
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  for (int c = 0; c < copies; ++c) call(c, s);
+  cudaStreamEndCapture(s, &g);
+  cudaGraphInstantiate(&ge, g, 0);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
+  std::vector<float> ms;
+  for (int i = 0; i < kReplays; ++i) {
+    cudaEventRecord(a, s);
+    cudaGraphLaunch(ge, s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) std::printf("CUDA error during timing: %s\n", cudaGetErrorString(e));
+  return 1000.0 * ms[ms.size() / 2] / copies;
+}
+
+double read_bandwidth_gbs() {
+  const size_t bytes = size_t(1) << 30;
+  void* p = nullptr;
+  unsigned* sink = nullptr;
+  cudaMalloc(&p, bytes);
+  cudaMalloc(&sink, 4);
+  cudaMemset(p, 1, bytes);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const double us = time_rotated(1, [&](int, cudaStream_t s) {
+    read_kernel<<<sms * 4, 512, 0, s>>>(static_cast<const uint4*>(p), bytes / 16, sink);
+  });
+  cudaFree(p);
+  cudaFree(sink);
+  return double(bytes) / us / 1e3;
+}
+
+}  // namespace
+
+TEST(DecodeTiming, KernelsVsCublas) {
+  const char* on = std::getenv("SPARROW_DECODE_TIMING");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set SPARROW_DECODE_TIMING=1 to run";
+  const double bw = read_bandwidth_gbs();
+  std::printf("streaming read bandwidth: %.0f GB/s\n", bw);
+  cublasHandle_t h;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  std::printf("%-15s %6s %6s %3s %5s %10s %9s %8s %7s %8s\n", "kernel", "M", "K", "N", "spars",
+              "bytes", "us", "GB/s", "%floor", "vs cuBLAS");
+  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {11008, 4096}};
+  for (const auto& shape : shapes) {
+    const int64_t m = shape.first, k = shape.second;
+    for (double sp : {0.5, 0.7, 0.9}) {
+      const HostMatrix hw = patterns::random(DType::fp16, m, k, sp, 11);
+      double cublas_us[2] = {0, 0};
+      for (const char* name : {"cublas", "dense.gemv", "macko.warp_row", "tca_bme.decode",
+                               "csr.vector"}) {
+        const bool is_cublas = std::string(name) == "cublas";
+        const kernels::KernelInfo* ki = is_cublas ? nullptr : kernels::find_kernel(name);
+        const Format f = is_cublas ? Format::dense : ki->format;
+        auto enc = encode(f, hw.view());
+        ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+        const size_t bytes = storage_bytes(enc.value());
+        const int copies = int(std::max<size_t>(3, (kRotateBytes + bytes - 1) / bytes));
+        std::vector<Weight> dws;
+        for (int c = 0; c < copies; ++c) {
+          auto dw = to_device(enc.value());
+          ASSERT_TRUE(dw.ok());
+          dws.push_back(std::move(dw).value());
+        }
+        for (int ni = 0; ni < 2; ++ni) {
+          const int n = ni == 0 ? 1 : 8;
+          test::DeviceMatrix x =
+              test::DeviceMatrix::upload(patterns::dense_random(DType::fp16, n, k, 12));
+          test::DeviceMatrix y = test::DeviceMatrix::alloc(DType::fp16, n, m);
+          double us;
+          if (is_cublas) {
+            const float alpha = 1.f, beta = 0.f;
+            us = time_rotated(copies, [&](int c, cudaStream_t s) {
+              const auto& dm = std::get<dense::Matrix>(dws[c]);
+              cublasSetStream(h, s);
+              cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(m), n, int(k), &alpha,
+                           dm.values.data(), CUDA_R_16F, int(dm.ld), x.view.data, CUDA_R_16F,
+                           int(k), &beta, y.view.data, CUDA_R_16F, int(m), CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT);
+            });
+            cublas_us[ni] = us;
+          } else {
+            us = time_rotated(copies, [&](int c, cudaStream_t s) {
+              const Status st = ki->run(kernels::Problem{dws[c], x.view, y.view, {}}, s);
+              if (!st.ok()) std::printf("%s: %s\n", name, st.to_string().c_str());
+            });
+          }
+          const double floor_us = double(bytes) / bw / 1e3;
+          std::printf("%-15s %6lld %6lld %3d %5.2f %10zu %9.2f %8.0f %6.0f%% %8.2fx\n", name,
+                      (long long)m, (long long)k, n, sp, bytes, us, double(bytes) / us / 1e3,
+                      100.0 * floor_us / us, cublas_us[ni] / us);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  cublasDestroy(h);
+}

@@ -1,0 +1,106 @@
+// sparrow bench: times every registered kernel and the baselines (cuBLAS, cuSPARSE, a streaming
+// read) on real-model shapes under the protocol of docs/benchmarking.md. The work is in bench/.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "bench/runner.hpp"
+#include "sparrow/commands.hpp"
+
+namespace sparrow::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string shapes = "llama2-7b";
+  std::string n = "1,2,4,8,16";
+  std::string sparsity = "0.5,0.7,0.9";
+  std::string pattern = "random";
+  std::string formats = "all";
+  std::string dtype = "fp16";
+  int reps = 50;
+  uint64_t seed = 1;
+  std::string json, csv;
+};
+
+template <class T>
+bool parse_list(const std::string& text, std::vector<T>& out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    std::stringstream is(item);
+    T v{};
+    if (!(is >> v) || !is.eof()) return false;
+    out.push_back(v);
+  }
+  return !out.empty();
+}
+
+int run(const BenchArgs& a) {
+  auto bad = [](const std::string& msg) {
+    std::fprintf(stderr, "sparrow bench: %s\n", msg.c_str());
+    return kExitBadArgs;
+  };
+  bench::BenchOptions o;
+  auto shapes = bench::parse_shapes(a.shapes);
+  if (!shapes.ok()) return bad(shapes.status().message());
+  o.shapes = shapes.value();
+  if (!parse_list(a.n, o.ns)) return bad("--n: expected a comma list of integers, got '" + a.n + "'");
+  for (auto n : o.ns) {
+    if (n < 1) return bad("--n: every N must be >= 1");
+  }
+  if (!parse_list(a.sparsity, o.sparsities)) {
+    return bad("--sparsity: expected a comma list of numbers, got '" + a.sparsity + "'");
+  }
+  for (double s : o.sparsities) {
+    if (!(s >= 0.0 && s < 1.0)) return bad("--sparsity: every value must be in [0, 1)");
+  }
+  std::stringstream ps(a.pattern);
+  for (std::string p; std::getline(ps, p, ',');) {
+    if (!p.empty()) o.patterns.push_back(p);
+  }
+  if (o.patterns.empty()) return bad("--pattern is empty");
+  auto dt = parse_dtype(a.dtype);
+  if (!dt || *dt == DType::fp32) return bad("--dtype must be fp16 or bf16");
+  o.dtype = *dt;
+  if (a.reps < 1) return bad("--reps must be >= 1 (the protocol asks for >= 50)");
+  o.reps = a.reps;
+  o.seed = a.seed;
+  o.formats = a.formats;
+  o.json_path = a.json;
+  o.csv_path = a.csv;
+  o.command_line = command_line();
+  return bench::run_bench(o);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time every kernel and the baselines (cuBLAS, cuSPARSE, streaming read) on model "
+               "shapes: us, GB/s, % of the bandwidth floor, speedup vs cuBLAS, error");
+  cmd->add_option("--shapes", args->shapes,
+                  "llama2-7b | llama3-8b | llama2-70b | llama3-70b | opt-30b | MxK, comma list")
+      ->capture_default_str();
+  cmd->add_option("--n", args->n, "token counts N, comma list")->capture_default_str();
+  cmd->add_option("--sparsity", args->sparsity, "fractions of zeros, comma list")
+      ->capture_default_str();
+  cmd->add_option("--pattern", args->pattern, "random | magnitude | block:BxB | nm:N:M[:L], comma list")
+      ->capture_default_str();
+  cmd->add_option("--formats", args->formats,
+                  "all | best | comma list of formats (dense, csr, macko, ...), kernel names "
+                  "(macko.warp_row) or cusparse; dense.cublas always runs as the baseline")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "fp16 | bf16")->capture_default_str();
+  cmd->add_option("--reps", args->reps, "timed replays per row (median; protocol: >= 50)")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "weight and activation generator seed")->capture_default_str();
+  cmd->add_option("--json", args->json, "write every row and the header as JSON to this file");
+  cmd->add_option("--csv", args->csv, "write every row as CSV (header as # lines) to this file");
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+}  // namespace sparrow::cli
