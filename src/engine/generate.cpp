@@ -13,6 +13,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+Status Backend::forward_greedy(const int32_t* tokens, int batch, int64_t count,
+                               std::vector<int32_t>& next) {
+  std::vector<float> logits;
+  SPARROW_RETURN_IF_ERROR(forward(tokens, batch, count, false, logits));
+  const int64_t V = model().config.vocab;
+  next.resize(size_t(batch));
+  for (int b = 0; b < batch; ++b) next[size_t(b)] = argmax(&logits[size_t(b * V)], V);
+  return {};
+}
+
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts,
                             int64_t n, const SamplingParams& sampling) {
   SPARROW_RETURN_IF_ERROR(sampling.check());
@@ -51,19 +61,26 @@ Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>&
   for (int s = 0; s < batch; ++s)
     std::copy(prompts[size_t(s)].begin(), prompts[size_t(s)].end(), in.begin() + s * len);
   std::vector<float> logits;
+  std::vector<int32_t> next(static_cast<size_t>(batch), 0);
+  const bool greedy = sampling.temperature == 0.0f;
+  // Runs tokens through the model and picks each sequence's next token.
+  auto step = [&](const int32_t* tokens, int64_t count) -> Status {
+    if (greedy) return b.forward_greedy(tokens, batch, count, next);
+    SPARROW_RETURN_IF_ERROR(b.forward(tokens, batch, count, false, logits));
+    for (int s = 0; s < batch; ++s)
+      next[size_t(s)] = samplers[size_t(s)].next(&logits[size_t(s * V)], V);
+    return {};
+  };
   auto t0 = std::chrono::steady_clock::now();
-  SPARROW_RETURN_IF_ERROR(b.forward(in.data(), batch, len, false, logits));
+  if (n > 0) SPARROW_RETURN_IF_ERROR(step(in.data(), len));
   g.prefill_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  std::vector<int32_t> next(static_cast<size_t>(batch), 0);
-  for (int64_t step = 0; step < n; ++step) {
-    for (int s = 0; s < batch; ++s) {
-      next[size_t(s)] = samplers[size_t(s)].next(&logits[size_t(s * V)], V);
-      g.tokens[size_t(s)].push_back(next[size_t(s)]);
-    }
-    if (step + 1 == n) break;
-    SPARROW_RETURN_IF_ERROR(b.forward(next.data(), batch, 1, false, logits));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int s = 0; s < batch; ++s) g.tokens[size_t(s)].push_back(next[size_t(s)]);
+    if (i + 1 == n) break;
+    std::vector<int32_t> fed = next;
+    SPARROW_RETURN_IF_ERROR(step(fed.data(), 1));
   }
   g.decode_seconds = seconds_since(t0);
   return g;

@@ -42,6 +42,10 @@ class Backend {
   // fit in the context or an id is outside the vocabulary.
   virtual Status forward(const int32_t* tokens, int batch, int64_t count, bool all_logits,
                          std::vector<float>& logits) = 0;
+  // forward() followed by argmax of each sequence's last logits: next (batch). The GPU backend
+  // does the argmax on the device and copies back only the ids.
+  virtual Status forward_greedy(const int32_t* tokens, int batch, int64_t count,
+                                std::vector<int32_t>& next);
   virtual MemoryReport memory() const = 0;
 };
 
