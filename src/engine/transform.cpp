@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -30,8 +31,11 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
     SPARROW_ASSIGN_OR_RETURN(pruned, prune::apply_mask(w, keep));
   } else {
     pruned = HostMatrix(w.dtype, w.rows, w.cols);
+    const size_t row_bytes = size_t(w.cols) * dtype_size(w.dtype);
     for (int64_t r = 0; r < w.rows; ++r)
-      for (int64_t c = 0; c < w.cols; ++c) pruned.set(r, c, w.at(r, c));
+      std::memcpy(static_cast<uint8_t*>(pruned.data()) + size_t(r) * row_bytes,
+                  static_cast<const uint8_t*>(w.data) + size_t(r * w.ld) * dtype_size(w.dtype),
+                  row_bytes);
   }
   Format f;
   if (format == "auto") {
@@ -170,15 +174,20 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
                                 {c.kv_dim(), c.hidden},      {c.hidden, c.q_dim()},
                                 {c.intermediate, c.hidden},  {c.intermediate, c.hidden},
                                 {c.hidden, c.intermediate}};
-  SPARROW_RETURN_IF_ERROR(parallel_for(c.layers * 7, threads, [&](int64_t job) -> Status {
-    Layer& l = m.layers[size_t(job / 7)];
-    const int which = int(job % 7);
+  // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned and encoded once and
+  // copied into every layer: generating 7B weights element by element takes minutes of host
+  // time, and the values do not change what a kernel reads (each layer still has its own copy
+  // in device memory, so nothing is shared in caches).
+  std::vector<Weight> roles(7);
+  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
     const HostMatrix w = patterns::trained_like(m.dtype, shapes[which][0], shapes[which][1],
-                                                so.seed + 100 + uint64_t(job));
-    SPARROW_ASSIGN_OR_RETURN(*layer_weight(l, which),
+                                                so.seed + 100 + uint64_t(which));
+    SPARROW_ASSIGN_OR_RETURN(roles[size_t(which)],
                              prune_and_encode(w.view(), mask, format, need_gpu_kernel));
     return {};
   }));
+  for (Layer& l : m.layers)
+    for (int which = 0; which < 7; ++which) *layer_weight(l, which) = roles[size_t(which)];
   for (Layer& l : m.layers) {
     l.attn_norm.assign(size_t(c.hidden), 1.0f);
     l.mlp_norm.assign(size_t(c.hidden), 1.0f);
