@@ -3,6 +3,9 @@
 // CLI prints it, and perplexity sees what pruning costs. Skips when the model is absent.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <array>
 #include <cstdio>
@@ -118,6 +121,44 @@ TEST(EngineTinyllama, CliBadInputIsAClearError) {
   EXPECT_EQ(WEXITSTATUS(status), 2);
   run_cli("run -m /nonexistent/model --tokens 1 --backend cpu", &status);
   EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+// A copy of tinyllama-py's directory (shards linked) with config.json edited by `edit`.
+std::string edited_model_dir(const std::string& tag, const std::string& from, const std::string& to) {
+  const std::string dir = ::testing::TempDir() + "engine_" + tag;
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  for (const char* f : {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                        "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors",
+                        "model.safetensors.index.json"}) {
+    EXPECT_EQ(::symlink((kModelDir + "/" + f).c_str(), (dir + "/" + f).c_str()), 0);
+  }
+  std::ifstream in(kModelDir + "/config.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = cfg.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) cfg.replace(at, from.size(), to);
+  std::ofstream(dir + "/config.json") << cfg;
+  return dir;
+}
+
+TEST(EngineTinyllama, MismatchedConfigAndUnsupportedArchitecture) {
+  SKIP_WITHOUT_MODEL();
+  auto m = engine::load_model(edited_model_dir("inter", "\"intermediate_size\": 1408",
+                                               "\"intermediate_size\": 1400"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("mlp.gate_proj.weight"), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("(1408, 512)"), std::string::npos) << m.status().message();
+
+  const std::string gpt2 = edited_model_dir("arch", "\"model_type\": \"llama\"",
+                                            "\"model_type\": \"gpt2\"");
+  m = engine::load_model(gpt2);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("llama"), std::string::npos) << m.status().message();
+  int status = 0;
+  run_cli("run -m " + gpt2 + " --tokens 1 --backend cpu", &status);
+  EXPECT_NE(WEXITSTATUS(status), 0);
+
 }
 
 std::vector<int32_t> fixture_bytes(size_t limit) {
