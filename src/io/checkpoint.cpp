@@ -103,6 +103,12 @@ int Checkpoint::shard_of(std::string_view name) const {
   return it == where_.end() ? -1 : it->second;
 }
 
+void Checkpoint::release_pages(std::string_view name) const {
+  const int s = shard_of(name);
+  if (s < 0) return;
+  if (const TensorInfo* t = shards_[size_t(s)].find(name)) shards_[size_t(s)].release_pages(*t);
+}
+
 const TensorInfo* Checkpoint::find(std::string_view name) const {
   const int s = shard_of(name);
   return s < 0 ? nullptr : shards_[size_t(s)].find(name);

@@ -142,6 +142,7 @@ Result<ModelWeights> ModelWeights::open(const std::string& dir) {
     if (!hidden.count(t)) logical.insert(t);
   }
   mw.names_.assign(logical.begin(), logical.end());
+  mw.hidden_ = std::move(hidden);
   return mw;
 }
 
@@ -199,6 +200,19 @@ Result<LoadedTensor> ModelWeights::load(std::string_view name) const {
   t.shape = v.info->shape;
   t.bytes.assign(v.data, v.data + v.info->bytes());
   return LoadedTensor(std::move(t));
+}
+
+void ModelWeights::release_pages(std::string_view name) const {
+  ckpt_.release_pages(name);
+  if (auto it = sparse_.find(name); it != sparse_.end()) {
+    const std::string pre = std::string(name) + "." + format_name(it->second.format) + ".";
+    for (auto t = hidden_.lower_bound(pre); t != hidden_.end() && t->rfind(pre, 0) == 0; ++t) {
+      ckpt_.release_pages(*t);
+    }
+  }
+  if (auto it = bitmask_prefix_.find(name); it != bitmask_prefix_.end()) {
+    for (const char* part : kBitmaskParts) ckpt_.release_pages(it->second + part);
+  }
 }
 
 Result<HostTensor> ModelWeights::load_dense(std::string_view name) const {

@@ -47,6 +47,12 @@ Result<ConstMatrixView> TensorView::matrix() const {
     return invalid_argument("tensor '" + info->name + "' is " +
                             std::to_string(info->shape.size()) + "-D, expected a 2-D matrix");
   }
+  // Matrix views are read with typed loads: the data must be aligned to its element size. Files
+  // written by safetensors/sparrow are, unless an odd-sized tensor precedes this one.
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) != 0) {
+    return unsupported("tensor '" + info->name + "' is not aligned to its element size in the "
+                       "file; load a copy (ModelWeights::load) instead of a view");
+  }
   return ConstMatrixView{data, *dt, info->shape[0], info->shape[1], info->shape[1]};
 }
 
@@ -59,6 +65,14 @@ Result<TensorView> SafetensorsFile::tensor(std::string_view name) const {
   const TensorInfo* t = find(name);
   if (!t) return invalid_argument("no tensor '" + std::string(name) + "' in " + path_);
   return TensorView{t, data(*t)};
+}
+
+void SafetensorsFile::release_pages(const TensorInfo& t) const {
+  if (!storage_ || !storage_->mapping) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(data(t)) + page - 1) / page * page;
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(data(t) + t.bytes()) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {

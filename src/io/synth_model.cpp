@@ -183,7 +183,8 @@ Status write_synthetic_model(const SynthOptions& o, const std::string& out_dir, 
   // Round-trip the config through the parser: the same checks as for a real model.
   SPARROW_ASSIGN_OR_RETURN(ModelConfig checked, parse_config(config_to_json(c, o.dtype)));
   (void)checked;
-  const fs::path out = fs::absolute(out_dir).lexically_normal();
+  fs::path out = fs::absolute(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
   if (fs::exists(out) && !force) {
     return invalid_argument("output directory " + out.string() + " already exists (use --force)");
   }

@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,16 @@ Result<Encoded> encode_layer(const HostMatrix& m, const ModelPruneOptions& o) {
   return e;
 }
 
+// One pruned and encoded layer, waiting to be written.
+struct PrunedLayer {
+  LayerReport lr;
+  Encoded enc;
+  HostMatrix m;  // the pruned dense matrix when it is kept dense
+  io::TensorDType dtype = io::TensorDType::F16;
+  std::vector<int64_t> shape;
+  std::string method;
+};
+
 Status write_text(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary);
   out << text;
@@ -138,7 +149,7 @@ Result<ModelPruneReport> prune_model(
   const auto t_start = Clock::now();
   // ---- arguments (all checked before anything is read or written) ----
   const bool is_nm = o.structure.kind == Structure::Kind::nm;
-  if (!is_nm && !(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
+  if (!(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
     return invalid_argument("--sparsity must be in [0, 1), got " + std::to_string(o.sparsity));
   }
   if (o.format != "auto" && !parse_format(o.format)) {
@@ -161,8 +172,10 @@ Result<ModelPruneReport> prune_model(
     }
   }
   if (o.out_dir.empty()) return invalid_argument("--out is required");
-  const fs::path out = fs::absolute(o.out_dir).lexically_normal();
-  const fs::path in = fs::absolute(o.model_dir).lexically_normal();
+  fs::path out = fs::absolute(o.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
+  fs::path in = fs::absolute(o.model_dir).lexically_normal();
+  if (in.filename().empty()) in = in.parent_path();
   if (out == in) return invalid_argument("--out must differ from --model");
   if (fs::exists(out) && !o.force) {
     return invalid_argument("output directory " + out.string() +
@@ -250,95 +263,151 @@ Result<ModelPruneReport> prune_model(
   const size_t total_tensors = mw.names().size();
   size_t done = 0;
 
+  // Memory grows with the batch (about one layer per worker), so it is capped at 8.
+  const int workers = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  auto process = [&](const std::string& name) -> Result<PrunedLayer> {
+    PrunedLayer p;
+    LayerReport& lr = p.lr;
+    lr.name = name;
+    lr.target = is_nm ? 1.0 - double(o.structure.nm.n) / o.structure.nm.m
+                      : schedule.sparsity_for(name);
+    const auto t0 = Clock::now();
+    SPARROW_ASSIGN_OR_RETURN(io::HostTensor dense, mw.load_dense(name));
+    HostMatrix m = to_matrix(dense);
+    p.dtype = dense.dtype;
+    p.shape = dense.shape;
+    dense = io::HostTensor{};  // the matrix copy is enough
+    lr.rows = m.rows();
+    lr.cols = m.cols();
+    lr.bytes_before = m.bytes();
+    MaskOptions mo;
+    mo.method = o.method;
+    mo.granularity = gran;
+    mo.structure = o.structure;
+    mo.sparsity = lr.target;
+    mo.seed = o.seed ^ fnv1a(name.data(), name.size());
+    mo.input_norms = o.method == Method::wanda ? norms_for(name) : nullptr;
+    const double z = zero_fraction(m.view());
+    p.method = method_name(o.method);
+    bool keep_input = !o.reprune && z >= lr.target - 1e-12;
+    if (keep_input && o.structure.kind != Structure::Kind::unstructured) {
+      // Already sparse, but does it have the requested structure? Only if the structured
+      // mask would remove nothing but zeros.
+      SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
+      for (size_t i = 0; i < keep.size() && keep_input; ++i) {
+        keep_input = keep[i] || is_zero_element(m.data(), m.dtype(), i);
+      }
+    }
+    if (keep_input) {
+      p.method = "input";
+      lr.note = "already sparse (" + std::to_string(int(std::lround(z * 100))) + "% zeros), kept";
+    } else {
+      SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
+      SPARROW_ASSIGN_OR_RETURN(m, apply_mask(m.view(), keep));
+    }
+    lr.prune_ms = ms_since(t0);
+    lr.sparsity = zero_fraction(m.view());
+    const auto t1 = Clock::now();
+    SPARROW_ASSIGN_OR_RETURN(p.enc, encode_layer(m, o));
+    lr.encode_ms = ms_since(t1);
+    lr.format = p.enc.format;
+    if (!p.enc.note.empty()) lr.note += (lr.note.empty() ? "" : "; ") + p.enc.note;
+    // A kept-dense layer is written from the pruned matrix; a sparse one from its Weight.
+    if (p.enc.weight) m = HostMatrix();
+    p.m = std::move(m);
+    return p;
+  };
+
+  // Writes one pruned layer and accounts for it.
+  auto write_layer = [&](io::SafetensorsWriter& writer, std::map<std::string, std::string>& meta,
+                         PrunedLayer& p) -> Status {
+    LayerReport& lr = p.lr;
+    if (p.enc.weight) {
+      io::SparseTensorInfo info;
+      info.format = format_of(*p.enc.weight);
+      info.shape = shape_of(*p.enc.weight);
+      info.sparsity = lr.sparsity;
+      info.method = p.method;
+      info.structure = structure_name(o.structure);
+      info.library_version = kVersion;
+      SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, lr.name, *p.enc.weight, info));
+    } else {
+      SPARROW_RETURN_IF_ERROR(writer.add(lr.name, p.dtype, p.shape, p.m.data(), p.m.bytes()));
+    }
+    lr.bytes_after = p.enc.bytes;
+    report.linear_before += lr.bytes_before;
+    report.linear_after += lr.bytes_after;
+    report.total_before += lr.bytes_before;
+    report.total_after += lr.bytes_after;
+    zeros_in_pruned += lr.sparsity * double(lr.rows) * double(lr.cols);
+    params_in_pruned += double(lr.rows) * double(lr.cols);
+    layer_formats[lr.name] = lr.format;
+    report.layers.push_back(std::move(lr));
+    return Status::success();
+  };
+  // Copies a tensor that is not pruned: plain tensors byte for byte straight from the mapping,
+  // sparrow sparse tensors re-serialised, compressed-tensors weights decompressed (sparrow stores
+  // them dense when they are not pruned).
+  auto copy_tensor = [&](io::SafetensorsWriter& writer, std::map<std::string, std::string>& meta,
+                         const std::string& name) -> Status {
+    not_pruned.insert(name);
+    uint64_t bytes = 0;
+    if (!mw.is_sparse(name)) {
+      SPARROW_ASSIGN_OR_RETURN(io::TensorView v, ck.tensor(name));
+      SPARROW_RETURN_IF_ERROR(writer.add(name, v.info->dtype, v.info->shape, v.data, v.info->bytes()));
+      bytes = v.info->bytes();
+    } else {
+      SPARROW_ASSIGN_OR_RETURN(io::LoadedTensor lt, mw.load(name));
+      if (auto* w = std::get_if<Weight>(&lt)) {
+        SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *w, *mw.sparse_info(name)));
+        bytes = storage_bytes(*w);
+      } else {
+        const auto& t = std::get<io::HostTensor>(lt);
+        SPARROW_RETURN_IF_ERROR(writer.add(name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()));
+        bytes = t.bytes.size();
+      }
+    }
+    report.total_before += bytes;
+    report.total_after += bytes;
+    return Status::success();
+  };
+  auto after_tensor = [&](const std::string& name) {
+    mw.release_pages(name);  // keeps resident memory near one tensor (batch) on large models
+    ++done;
+    if (progress) progress(done, total_tensors, name);
+  };
+
   for (size_t s = 0; s < ck.shards().size(); ++s) {
     const fs::path shard_path = tmp.path / shard_names[s];
     SPARROW_ASSIGN_OR_RETURN(io::SafetensorsWriter writer, io::SafetensorsWriter::create(shard_path.string()));
     std::map<std::string, std::string> meta = {{"format", "pt"},
                                                {"sparrow.version", kVersion}};
-    for (const std::string& name : by_shard[s]) {
-      if (candidates.count(name)) {
-        LayerReport lr;
-        lr.name = name;
-        lr.target = is_nm ? 1.0 - double(o.structure.nm.n) / o.structure.nm.m
-                          : schedule.sparsity_for(name);
-        const auto t0 = Clock::now();
-        SPARROW_ASSIGN_OR_RETURN(io::HostTensor dense, mw.load_dense(name));
-        HostMatrix m = to_matrix(dense);
-        lr.rows = m.rows();
-        lr.cols = m.cols();
-        lr.bytes_before = m.bytes();
-        MaskOptions mo;
-        mo.method = o.method;
-        mo.granularity = gran;
-        mo.structure = o.structure;
-        mo.sparsity = lr.target;
-        mo.seed = o.seed ^ fnv1a(name.data(), name.size());
-        mo.input_norms = o.method == Method::wanda ? norms_for(name) : nullptr;
-        const double z = zero_fraction(m.view());
-        std::string method = method_name(o.method);
-        bool keep_input = !o.reprune && z >= lr.target - 1e-12;
-        if (keep_input && o.structure.kind != Structure::Kind::unstructured) {
-          // Already sparse, but does it have the requested structure? Only if the structured
-          // mask would remove nothing but zeros.
-          SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
-          for (size_t i = 0; i < keep.size() && keep_input; ++i) {
-            keep_input = keep[i] || is_zero_element(m.data(), m.dtype(), i);
-          }
-        }
-        if (keep_input) {
-          method = "input";
-          lr.note = "already sparse (" + std::to_string(int(std::lround(z * 100))) + "% zeros), kept";
-        } else {
-          SPARROW_ASSIGN_OR_RETURN(auto keep, compute_mask(m.view(), mo));
-          SPARROW_ASSIGN_OR_RETURN(m, apply_mask(m.view(), keep));
-        }
-        lr.prune_ms = ms_since(t0);
-        lr.sparsity = zero_fraction(m.view());
-        const auto t1 = Clock::now();
-        SPARROW_ASSIGN_OR_RETURN(Encoded enc, encode_layer(m, o));
-        lr.encode_ms = ms_since(t1);
-        lr.format = enc.format;
-        if (!enc.note.empty()) lr.note += (lr.note.empty() ? "" : "; ") + enc.note;
-        if (enc.weight) {
-          io::SparseTensorInfo info;
-          info.format = format_of(*enc.weight);
-          info.shape = shape_of(*enc.weight);
-          info.sparsity = lr.sparsity;
-          info.method = method;
-          info.structure = structure_name(o.structure);
-          info.library_version = kVersion;
-          SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *enc.weight, info));
-        } else {
-          SPARROW_RETURN_IF_ERROR(writer.add(name, dense.dtype, dense.shape, m.data(), m.bytes()));
-        }
-        lr.bytes_after = enc.bytes;
-        report.linear_before += lr.bytes_before;
-        report.linear_after += lr.bytes_after;
-        report.total_before += lr.bytes_before;
-        report.total_after += lr.bytes_after;
-        zeros_in_pruned += lr.sparsity * double(m.rows()) * double(m.cols());
-        params_in_pruned += double(m.rows()) * double(m.cols());
-        layer_formats[name] = lr.format;
-        report.layers.push_back(std::move(lr));
-      } else {
-        not_pruned.insert(name);
-        // Copied unchanged: plain tensors byte for byte, sparrow sparse tensors re-serialised,
-        // compressed-tensors weights decompressed (sparrow stores them dense when not pruned).
-        SPARROW_ASSIGN_OR_RETURN(io::LoadedTensor lt, mw.load(name));
-        uint64_t bytes = 0;
-        if (auto* w = std::get_if<Weight>(&lt)) {
-          SPARROW_RETURN_IF_ERROR(io::write_weight(writer, meta, name, *w, *mw.sparse_info(name)));
-          bytes = storage_bytes(*w);
-        } else {
-          const auto& t = std::get<io::HostTensor>(lt);
-          SPARROW_RETURN_IF_ERROR(writer.add(name, t.dtype, t.shape, t.bytes.data(), t.bytes.size()));
-          bytes = t.bytes.size();
-        }
-        report.total_before += bytes;
-        report.total_after += bytes;
+    const std::vector<std::string>& names = by_shard[s];
+    size_t i = 0;
+    while (i < names.size()) {
+      if (!candidates.count(names[i])) {
+        SPARROW_RETURN_IF_ERROR(copy_tensor(writer, meta, names[i]));
+        after_tensor(names[i++]);
+        continue;
       }
-      ++done;
-      if (progress) progress(done, total_tensors, name);
+      // A batch of consecutive linear layers is pruned and encoded in parallel (one thread
+      // each), then written in order: the output is identical to a sequential run.
+      size_t end = i;
+      while (end < names.size() && end - i < size_t(workers) && candidates.count(names[end])) ++end;
+      std::vector<std::optional<Result<PrunedLayer>>> results(end - i);
+      std::vector<std::thread> pool;
+      for (size_t k = 1; k < results.size(); ++k) {
+        pool.emplace_back([&, k] { results[k] = process(names[i + k]); });
+      }
+      results[0] = process(names[i]);
+      for (auto& t : pool) t.join();
+      for (const auto& r : results) {
+        if (!r->ok()) return r->status();
+      }
+      for (auto& r : results) {
+        SPARROW_RETURN_IF_ERROR(write_layer(writer, meta, r->value()));
+        after_tensor(names[i++]);
+      }
     }
     SPARROW_RETURN_IF_ERROR(writer.finish(meta));
     // Index entries: every stored tensor of this shard.

@@ -94,6 +94,7 @@ TEST_F(CliPrune, BadArgumentsExitTwo) {
   prune(model() + " --sparsity -0.1", "b2", 2, "--sparsity must be in [0, 1)");
   prune(model() + " --structure 3:7", "b3", 2, "M = 7 does not divide K = ");
   prune(model() + " --structure 2:3:0", "b4", 2, "unknown structure");
+  prune(model() + " --structure 2:4 --sparsity 1.5", "b4b", 2, "--sparsity must be in [0, 1)");
   prune(model() + " --method snip", "b5", 2, "--method must be");
   prune(model() + " --method wanda", "b6", 2, "needs --calibration");
   prune(model() + " --format nm", "b7", 2, "--format nm needs an N:M --structure");

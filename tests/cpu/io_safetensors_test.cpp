@@ -1,6 +1,8 @@
 // safetensors reader/writer, sharded checkpoints and config.json parsing.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>

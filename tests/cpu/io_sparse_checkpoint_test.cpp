@@ -293,3 +293,62 @@ TEST(IoSparseCheckpoint, TrainedTinyLlamaPruneWriteRead) {
   EXPECT_TRUE(fs::exists(out / "tl50" / "README.md"));
   fs::remove_all(out);
 }
+
+// OPT: a hand-made checkpoint (config + every tensor the config implies, plus biases and norms);
+// its six projections per layer are pruned, wanda norms come from a safetensors file.
+TEST(IoSparseCheckpoint, OptCheckpointWithWandaNormsFromSafetensors) {
+  const fs::path root = temp_dir("opt");
+  const fs::path in = root / "opt";
+  fs::create_directories(in);
+  std::ofstream(in / "config.json") << R"({"model_type":"opt","architectures":["OPTForCausalLM"],
+    "hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"ffn_dim":128,
+    "vocab_size":50,"max_position_embeddings":30,"torch_dtype":"float16"})";
+  const ModelConfig cfg = load_config(in.string()).value();
+  auto w = SafetensorsWriter::create((in / "model.safetensors").string()).value();
+  auto norms = SafetensorsWriter::create((root / "norms.safetensors").string()).value();
+  uint64_t seed = 1;
+  for (const ExpectedTensor& e : expected_matrices(cfg)) {
+    const HostMatrix m = patterns::trained_like(DType::fp16, e.rows, e.cols, seed++);
+    ASSERT_TRUE(w.add(e.name, TensorDType::F16, {e.rows, e.cols}, m.data(), m.bytes()).ok());
+    if (e.linear) {
+      std::vector<float> n(size_t(e.cols));
+      for (size_t i = 0; i < n.size(); ++i) n[i] = 1.0f + float(i % 7);
+      ASSERT_TRUE(norms.add(e.name, TensorDType::F32, {e.cols}, n.data(), n.size() * 4).ok());
+      const std::vector<uint16_t> bias(size_t(e.rows), 0x3C00);  // 1.0
+      const std::string b = e.name.substr(0, e.name.size() - 7) + ".bias";
+      ASSERT_TRUE(w.add(b, TensorDType::F16, {e.rows}, bias.data(), bias.size() * 2).ok());
+    }
+  }
+  ASSERT_TRUE(w.finish().ok());
+  ASSERT_TRUE(norms.finish().ok());
+
+  prune::ModelPruneOptions o;
+  o.model_dir = in.string();
+  o.out_dir = (root / "out").string();
+  o.method = prune::Method::wanda;
+  o.calibration = (root / "norms.safetensors").string();
+  o.format = "tca_bme";
+  auto r = prune::prune_model(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->layers.size(), 12u);  // q, k, v, out_proj, fc1, fc2 x 2 layers
+  auto norm_map = prune::load_input_norms(o.calibration).value();
+  prune::MaskOptions mo;
+  mo.method = prune::Method::wanda;
+  mo.granularity = prune::Granularity::row;
+  auto src = ModelWeights::open(in.string()).value();
+  auto dst = ModelWeights::open(o.out_dir).value();
+  EXPECT_EQ(src.names(), dst.names());
+  for (const auto& l : r->layers) {
+    mo.input_norms = &norm_map.at(l.name);
+    const HostMatrix orig = as_matrix(src.load_dense(l.name).value());
+    const HostMatrix want =
+        prune::apply_mask(orig.view(), prune::compute_mask(orig.view(), mo).value()).value();
+    const Weight got = std::get<Weight>(dst.load(l.name).value());
+    EXPECT_TRUE(same_values(decode(got).value().view(), want.view())) << l.name;
+  }
+  // Biases and embeddings are untouched.
+  EXPECT_EQ(src.load_dense("model.decoder.layers.0.fc1.bias")->bytes,
+            dst.load_dense("model.decoder.layers.0.fc1.bias")->bytes);
+  EXPECT_FALSE(dst.is_sparse("model.decoder.embed_tokens.weight"));
+  fs::remove_all(root);
+}

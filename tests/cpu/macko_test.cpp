@@ -178,6 +178,11 @@ void resize(Buffer<T>& b, size_t n) {
   b.sync_size();
 }
 
+template <class T>
+void flip_bit(Buffer<T>& b, size_t i, int bit) {
+  if (i < b.size()) b.host()[i] ^= T(uint64_t(1) << bit);
+}
+
 // An entry index of `m` holding a true non-zero, and one holding gap padding.
 int64_t find_entry(const macko::Matrix& m, bool padding) {
   for (int64_t e = 0; e < int64_t(m.row_ptr.host().back()); ++e) {
@@ -308,16 +313,18 @@ TEST(Macko, ValidateSurvivesRandomDamage) {
   int rejected = 0;
   for (int i = 0; i < 400; ++i) {
     macko::Matrix m = good;
-    const int what = int(rng() % 7);
     auto pick = [&](size_t n) { return n == 0 ? 0 : size_t(rng() % n); };
-    switch (what) {
-      case 0: m.row_ptr.host()[pick(m.row_ptr.size())] ^= uint32_t(1) << (rng() % 32); break;
-      case 1: m.deltas.host()[pick(m.deltas.size())] ^= uint8_t(1 << (rng() % 8)); break;
-      case 2: m.values.host()[pick(m.values.size())] ^= uint16_t(1 << (rng() % 16)); break;
-      case 3: resize(m.row_ptr, pick(m.row_ptr.size() * 2)); break;
-      case 4: resize(m.values, pick(m.values.size() * 2)); break;
-      case 5: resize(m.deltas, pick(m.deltas.size() * 2)); break;
-      case 6: m.shape.rows = int64_t(rng() % 100); break;
+    const int damages = 1 + int(rng() % 3);  // one to three at once
+    for (int k = 0; k < damages; ++k) {
+      switch (int(rng() % 7)) {
+        case 0: flip_bit(m.row_ptr, pick(m.row_ptr.size()), int(rng() % 32)); break;
+        case 1: flip_bit(m.deltas, pick(m.deltas.size()), int(rng() % 8)); break;
+        case 2: flip_bit(m.values, pick(m.values.size()), int(rng() % 16)); break;
+        case 3: resize(m.row_ptr, pick(m.row_ptr.size() * 2)); break;
+        case 4: resize(m.values, pick(m.values.size() * 2)); break;
+        case 5: resize(m.deltas, pick(m.deltas.size() * 2)); break;
+        case 6: m.shape.rows = int64_t(rng() % 100); break;
+      }
     }
     Status s = macko::validate(m);
     if (!s.ok()) {

@@ -195,7 +195,8 @@ TEST(Nm, RejectsNonNmNamingTheFirstGroup) {
     ASSERT_FALSE(enc.ok());
     EXPECT_EQ(enc.status().code(), Code::invalid_argument);
     EXPECT_EQ(enc.status().message(),
-              "nm: matrix is not 2:4: row 12, columns 28..31 hold 3 non-zeros (at most 2 allowed)");
+              "nm: matrix is not 2:4: row 12, group 7 (columns 28..31) holds 3 non-zeros "
+              "(at most 2 allowed)");
   }
   {
     const nm::Pattern p{2, 4, 4};
@@ -208,8 +209,8 @@ TEST(Nm, RejectsNonNmNamingTheFirstGroup) {
     auto enc = nm::encode(w.view(), p);
     ASSERT_FALSE(enc.ok());
     EXPECT_EQ(enc.status().message(),
-              "nm: matrix is not 2:4:4: rows 12..15, columns 28..31 hold 3 non-zero vectors "
-              "(at most 2 allowed)");
+              "nm: matrix is not 2:4:4: row block 3 (rows 12..15), group 7 (columns 28..31) holds "
+              "3 non-zero vectors (at most 2 allowed)");
   }
   {
     // Partial row block (row 16 alone) and partial group (columns 28..29).
@@ -220,15 +221,16 @@ TEST(Nm, RejectsNonNmNamingTheFirstGroup) {
     auto enc = nm::encode(w.view(), p);
     ASSERT_FALSE(enc.ok());
     EXPECT_EQ(enc.status().message(),
-              "nm: matrix is not 1:4:4: row 16, columns 28..29 hold 2 non-zero vectors "
-              "(at most 1 allowed)");
+              "nm: matrix is not 1:4:4: row block 4 (row 16), group 7 (columns 28..29) holds "
+              "2 non-zero vectors (at most 1 allowed)");
   }
   {
     auto w = patterns::random(DType::fp16, 5, 9, 0.0, 4);  // dense
     auto enc = nm::encode(w.view(), {2, 4, 1});
     ASSERT_FALSE(enc.ok());
     EXPECT_EQ(enc.status().message(),
-              "nm: matrix is not 2:4: row 0, columns 0..3 hold 4 non-zeros (at most 2 allowed)");
+              "nm: matrix is not 2:4: row 0, group 0 (columns 0..3) holds 4 non-zeros "
+              "(at most 2 allowed)");
   }
 }
 

@@ -181,6 +181,11 @@ void resize(Buffer<T>& b, size_t n) {
   b.sync_size();
 }
 
+template <class T>
+void flip_bit(Buffer<T>& b, size_t i, int bit) {
+  if (i < b.size()) b.host()[i] ^= T(uint64_t(1) << bit);
+}
+
 // A set bit of group g: (bitmap index in the group, bit).
 std::pair<int64_t, int> a_set_bit(const tca_bme::Matrix& m, int64_t g) {
   for (int64_t b = 0; b < 64; ++b) {
@@ -341,15 +346,18 @@ TEST(TcaBme, ValidateSurvivesRandomDamage) {
   for (int i = 0; i < 400; ++i) {
     tca_bme::Matrix m = good;
     auto pick = [&](size_t n) { return n == 0 ? 0 : size_t(rng() % n); };
-    switch (int(rng() % 8)) {
-      case 0: m.bitmaps.host()[pick(m.bitmaps.size())] ^= uint64_t(1) << (rng() % 64); break;
-      case 1: m.group_offsets.host()[pick(m.group_offsets.size())] ^= uint32_t(1) << (rng() % 32); break;
-      case 2: m.values.host()[pick(m.values.size())] ^= uint16_t(1 << (rng() % 16)); break;
-      case 3: resize(m.bitmaps, pick(m.bitmaps.size() * 2)); break;
-      case 4: resize(m.group_offsets, pick(m.group_offsets.size() * 2)); break;
-      case 5: resize(m.values, pick(m.values.size() * 2)); break;
-      case 6: m.shape.cols = int64_t(rng() % 400); break;
-      case 7: m.groups_m = int64_t(rng() % 4); break;
+    const int damages = 1 + int(rng() % 3);  // one to three at once
+    for (int k = 0; k < damages; ++k) {
+      switch (int(rng() % 8)) {
+        case 0: flip_bit(m.bitmaps, pick(m.bitmaps.size()), int(rng() % 64)); break;
+        case 1: flip_bit(m.group_offsets, pick(m.group_offsets.size()), int(rng() % 32)); break;
+        case 2: flip_bit(m.values, pick(m.values.size()), int(rng() % 16)); break;
+        case 3: resize(m.bitmaps, pick(m.bitmaps.size() * 2)); break;
+        case 4: resize(m.group_offsets, pick(m.group_offsets.size() * 2)); break;
+        case 5: resize(m.values, pick(m.values.size() * 2)); break;
+        case 6: m.shape.cols = int64_t(rng() % 400); break;
+        case 7: m.groups_m = int64_t(rng() % 4); break;
+      }
     }
     Status s = tca_bme::validate(m);
     if (!s.ok()) {

@@ -89,7 +89,8 @@ int run_prune(const PruneArgs& a) {
   std::printf("all tensors:   %s -> %s (%.3f)\n", human(rep.total_before).c_str(),
               human(rep.total_after).c_str(),
               rep.total_before ? double(rep.total_after) / double(rep.total_before) : 1.0);
-  std::printf("time: %.2f s total (mask %.0f ms, encode %.0f ms); wrote %s\n", rep.seconds,
+  std::printf("time: %.2f s wall (summed over layers: mask %.0f ms, encode %.0f ms); wrote %s\n",
+              rep.seconds,
               prune_ms, encode_ms, a.out.c_str());
   return 0;
 }

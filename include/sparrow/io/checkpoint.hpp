@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -27,6 +28,8 @@ class Checkpoint {
   std::vector<std::string> tensor_names() const;  // sorted
   const TensorInfo* find(std::string_view name) const;
   Result<TensorView> tensor(std::string_view name) const;
+  // Drops the mapped pages of stored tensor `name` (see SafetensorsFile::release_pages).
+  void release_pages(std::string_view name) const;
   // Which shard holds `name` (index into shards()); -1 when absent.
   int shard_of(std::string_view name) const;
 
@@ -84,6 +87,8 @@ class ModelWeights {
   Result<LoadedTensor> load(std::string_view name) const;
   // Dense view of any tensor: a dense tensor as is, a sparse one decoded.
   Result<HostTensor> load_dense(std::string_view name) const;
+  // Drops the mapped pages of every stored tensor behind logical tensor `name` (after load).
+  void release_pages(std::string_view name) const;
 
  private:
   Checkpoint ckpt_;
@@ -91,6 +96,7 @@ class ModelWeights {
   std::vector<std::string> names_;
   std::map<std::string, SparseTensorInfo, std::less<>> sparse_;
   std::map<std::string, std::string, std::less<>> bitmask_prefix_;  // compressed-tensors weights
+  std::set<std::string> hidden_;  // stored arrays behind logical sparse tensors
 };
 
 // ---- sparse tensor serialisation (used by the writer side of `sparrow prune`) ----------------

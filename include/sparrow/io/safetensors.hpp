@@ -54,7 +54,8 @@ struct TensorView {
   const TensorInfo* info = nullptr;
   const uint8_t* data = nullptr;  // no alignment guaranteed: copy, or memcpy element-wise
 
-  // A 2-D F16/BF16/F32 tensor as a matrix view (ld == cols); error for anything else.
+  // A 2-D F16/BF16/F32 tensor as a matrix view (ld == cols); error for anything else, and
+  // (unsupported) when the data is not aligned to its element size in the mapped file.
   Result<ConstMatrixView> matrix() const;
 };
 
@@ -76,6 +77,10 @@ class SafetensorsFile {
   Result<TensorView> tensor(std::string_view name) const;
   const uint8_t* data(const TensorInfo& t) const { return data_section_ + t.begin; }
   uint64_t file_size() const { return size_; }
+  // Drops the mapped pages of a tensor already copied out (madvise DONTNEED), so streaming over
+  // a large model keeps resident memory near one tensor; the data stays readable (re-faulted
+  // from the file). No-op for in-memory files.
+  void release_pages(const TensorInfo& t) const;
 
  private:
   struct Storage;

@@ -129,11 +129,17 @@ Result<Matrix> encode(const ConstMatrixView& w, const Pattern& p) {
       int have = 0;
       for (int i = 0; i < mask_words; ++i) have += popcount64(mask[i]);
       if (have > N) {
-        return invalid_argument(
-            "nm: matrix is not " + pattern_text(p) + ": " + span_text("row", r0, r1 - 1) + ", " +
-            span_text("column", c0, c0 + avail - 1) + " hold " + std::to_string(have) +
-            (L > 1 ? " non-zero vectors" : " non-zeros") + " (at most " + std::to_string(N) +
-            " allowed)");
+        // "row block 3 (rows 12..15), group 7 (columns 28..31) holds 3 non-zero vectors";
+        // with L = 1 the row block is just "row 12".
+        const std::string rows_text = L > 1 ? "row block " + std::to_string(rb) + " (" +
+                                                  span_text("row", r0, r1 - 1) + ")"
+                                            : span_text("row", r0, r0);
+        return invalid_argument("nm: matrix is not " + pattern_text(p) + ": " + rows_text +
+                                ", group " + std::to_string(g) + " (" +
+                                span_text("column", c0, c0 + avail - 1) + ") holds " +
+                                std::to_string(have) +
+                                (L > 1 ? " non-zero vectors" : " non-zeros") + " (at most " +
+                                std::to_string(N) + " allowed)");
       }
       // Too few non-zero vectors: add the lowest unused indices as zero fillers. There are
       // M - have >= N - have unused indices below M, so the fillers never reach index M.
@@ -273,9 +279,8 @@ Result<HostMatrix> decode(const Matrix& m) {
     for (int64_t g = 0; g < m.groups; ++g) {
       for (int64_t j = 0; j < N; ++j) {
         const int64_t col = g * M + get_index(words, (g * N + j) * b, int(b));
-        if (col < K) {
-          o[size_t(r) * size_t(K) + size_t(col)] = values[size_t(r) * size_t(kc) + size_t(g * N + j)];
-        }
+        if (col >= K) continue;  // a zero filler past the last column
+        o[size_t(r) * size_t(K) + size_t(col)] = values[size_t(r) * size_t(kc) + size_t(g * N + j)];
       }
     }
   }

@@ -29,34 +29,50 @@ int smem_bank(uint32_t location) {
 }
 
 // Rows and columns of tile (tm, tk); edge tiles are partial.
-int64_t tile_rows(const Shape& s, int64_t tm) { return std::min(kTileRows, s.rows - tm * kTileRows); }
-int64_t tile_cols(const Shape& s, int64_t tk) { return std::min(kTileCols, s.cols - tk * kTileCols); }
+int64_t tile_rows(const Shape& s, int64_t tm) {
+  return std::min(kTileRows, s.rows - tm * kTileRows);
+}
+int64_t tile_cols(const Shape& s, int64_t tk) {
+  return std::min(kTileCols, s.cols - tk * kTileCols);
+}
 
 // Permutes one tile's entries (given in location order) so that every run of 32 consecutive
 // entries spreads over as many banks as possible.
 //
-// How: sort the entries by bank (stable, so ties stay in location order), then deal that list
-// column by column into a (runs x 32) table: slot (run j, position p) is output entry j*32 + p.
-// The last run holds only the leftover `rem` entries, so columns p >= rem are one slot shorter.
-// Each bank is a contiguous stretch of the dealt list, and a stretch of s entries walked down the
-// columns visits every run at most ceil(s / runs) times (ceil(s / (runs - 1)) where it crosses a
-// short column) -- the least possible, since s entries must share `runs` runs. A completely dense
-// tile therefore gets 32 distinct banks in every run. O(n) per tile and deterministic.
-void reorder_tile(uint32_t* entries, int64_t n, std::vector<uint32_t>& by_bank) {
+// How: group the entries by bank (stable, so each bank keeps location order), banks with more
+// entries first, then deal that list column by column into a (runs x 32) table: slot (run j,
+// position p) is output entry j*32 + p. The last run holds only the leftover `rem` entries, so
+// columns p >= rem are one slot shorter. Each bank is a contiguous stretch of the dealt list, and
+// a stretch of s entries walked down full columns visits every run at most ceil(s / runs) times
+// -- the least possible, since s entries must share `runs` runs. Putting the largest banks first
+// keeps them in the full columns; only small banks reach the short ones, where a stretch may
+// visit a run one extra time (this matters only for tiles with a handful of runs). A completely
+// dense tile gets 32 distinct banks in every run. O(n) per tile and deterministic.
+void reorder_tile(uint32_t* entries, int64_t n, std::vector<uint32_t>& dealt) {
   if (n <= 1) return;
-  std::array<int64_t, kBanks + 1> start{};
-  for (int64_t i = 0; i < n; ++i) ++start[size_t(smem_bank(entry_location(entries[i]))) + 1];
-  for (int b = 0; b < kBanks; ++b) start[size_t(b) + 1] += start[size_t(b)];
-  by_bank.resize(size_t(n));
+  std::array<int64_t, kBanks> count{};
+  for (int64_t i = 0; i < n; ++i) ++count[size_t(smem_bank(entry_location(entries[i])))];
+  std::array<int, kBanks> order{};  // banks by descending count, ties by bank number
+  for (int b = 0; b < kBanks; ++b) order[size_t(b)] = b;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return count[size_t(a)] != count[size_t(b)] ? count[size_t(a)] > count[size_t(b)] : a < b;
+  });
+  std::array<int64_t, kBanks> start{};  // where each bank's stretch begins in `dealt`
+  int64_t at = 0;
+  for (int b : order) {
+    start[size_t(b)] = at;
+    at += count[size_t(b)];
+  }
+  dealt.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
-    by_bank[size_t(start[size_t(smem_bank(entry_location(entries[i])))]++)] = entries[i];
+    dealt[size_t(start[size_t(smem_bank(entry_location(entries[i])))]++)] = entries[i];
   }
   const int64_t runs = ceil_div(n, kRun);
   const int64_t rem = n - (runs - 1) * kRun;  // entries in the last run, 1..32
   int64_t i = 0;
   for (int64_t p = 0; p < kRun; ++p) {
     const int64_t column_len = p < rem ? runs : runs - 1;
-    for (int64_t j = 0; j < column_len; ++j) entries[j * kRun + p] = by_bank[size_t(i++)];
+    for (int64_t j = 0; j < column_len; ++j) entries[j * kRun + p] = dealt[size_t(i++)];
   }
 }
 
@@ -112,7 +128,9 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
   std::vector<uint32_t> cursor(static_cast<size_t>(tiles_k));
   std::array<uint32_t, kTileCols + 1> piece{};
   for (int64_t tm = 0; tm < m.tiles_m; ++tm) {
-    for (int64_t tk = 0; tk < tiles_k; ++tk) cursor[size_t(tk)] = offsets[size_t(tm * tiles_k + tk)];
+    for (int64_t tk = 0; tk < tiles_k; ++tk) {
+      cursor[size_t(tk)] = offsets[size_t(tm * tiles_k + tk)];
+    }
     const int64_t r_end = std::min(w.rows, (tm + 1) * kTileRows);
     for (int64_t r = tm * kTileRows; r < r_end; ++r) {
       const uint16_t* row = row_ptr(r);
@@ -125,7 +143,7 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
           piece[size_t(n)] = pack_entry(bits, loc_row + uint32_t(c));
           n += !is_zero_bits(bits);
         }
-        std::memcpy(&entries[cursor[size_t(tk)]], piece.data(), size_t(n) * sizeof(uint32_t));
+        std::copy_n(piece.data(), n, entries.data() + cursor[size_t(tk)]);
         cursor[size_t(tk)] += uint32_t(n);
       }
     }
