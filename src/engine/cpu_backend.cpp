@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/cpu_backend.hpp"
 #include "sparrow/engine/backend.hpp"
 
 namespace sparrow::engine {
@@ -108,8 +109,10 @@ struct SequenceCache {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(std::shared_ptr<const Model> m, int max_batch, int64_t context)
-      : model_(std::move(m)), max_batch_(max_batch), context_(context) {}
+  CpuBackend(std::shared_ptr<const Model> m, int max_batch, int64_t context,
+             LinearInputObserver observer)
+      : model_(std::move(m)), max_batch_(max_batch), context_(context),
+        observer_(std::move(observer)) {}
 
   Status init() {
     const Model& m = *model_;
@@ -208,6 +211,7 @@ class CpuBackend final : public Backend {
       const LayerF32& F = layers_[li];
       for (int64_t t = 0; t < T; ++t)
         rms_norm(&x[size_t(t * H)], L.attn_norm, c.rms_eps, H, &h[size_t(t * H)]);
+      observe(li, 0, h.data(), T, H);  // q, k, v read the same input
       linear(F.q, h.data(), T, q.data(), L.q_bias);
       linear(F.k, h.data(), T, k.data(), L.k_bias);
       linear(F.v, h.data(), T, v.data(), L.v_bias);
@@ -246,17 +250,20 @@ class CpuBackend final : public Backend {
           }
         }
       }
+      observe(li, 3, attn.data(), T, QD);
       linear(F.o, attn.data(), T, proj.data(), {});
       for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
 
       for (int64_t t = 0; t < T; ++t)
         rms_norm(&x[size_t(t * H)], L.mlp_norm, c.rms_eps, H, &h[size_t(t * H)]);
+      observe(li, 4, h.data(), T, H);  // gate and up read the same input
       linear(F.gate, h.data(), T, g.data(), {});
       linear(F.up, h.data(), T, u.data(), {});
       for (size_t i = 0; i < g.size(); ++i) {
         const float gi = g[i];
         g[i] = gi / (1.0f + std::exp(-gi)) * u[i];  // SiLU(gate) * up
       }
+      observe(li, 6, g.data(), T, I);
       linear(F.down, g.data(), T, proj.data(), {});
       for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
     }
@@ -269,9 +276,21 @@ class CpuBackend final : public Backend {
     linear(lm_head_, normed.data(), rows, out, {});
   }
 
+  void observe(size_t layer, int first, const float* x, int64_t T, int64_t K) const {
+    if (!observer_) return;
+    observer_(layer, first, x, T, K);
+    if (first == 0) {
+      observer_(layer, 1, x, T, K);
+      observer_(layer, 2, x, T, K);
+    } else if (first == 4) {
+      observer_(layer, 5, x, T, K);
+    }
+  }
+
   std::shared_ptr<const Model> model_;
   int max_batch_;
   int64_t context_;
+  LinearInputObserver observer_;
   int64_t position_ = 0;
   std::vector<LayerF32> layers_;
   DenseF32 lm_head_;
@@ -304,6 +323,12 @@ Status check_forward_args(const Backend& b, const int32_t* tokens, int batch, in
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(std::shared_ptr<const Model> model,
                                                   const BackendOptions& opt) {
+  return make_observed_cpu_backend(std::move(model), opt, nullptr);
+}
+
+Result<std::unique_ptr<Backend>> make_observed_cpu_backend(std::shared_ptr<const Model> model,
+                                                           const BackendOptions& opt,
+                                                           LinearInputObserver observer) {
   if (!model) return invalid_argument("make_cpu_backend: no model");
   if (opt.max_batch < 1) return invalid_argument("max_batch must be >= 1");
   int64_t ctx = opt.context == 0 ? model->config.context : opt.context;
@@ -311,7 +336,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(std::shared_ptr<const Model> m
     return invalid_argument("context " + std::to_string(ctx) + " is outside 1.." +
                             std::to_string(model->config.context) + " (the model's context)");
   }
-  auto b = std::make_unique<CpuBackend>(std::move(model), opt.max_batch, ctx);
+  auto b = std::make_unique<CpuBackend>(std::move(model), opt.max_batch, ctx, std::move(observer));
   SPARROW_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<Backend>(std::move(b));
 }

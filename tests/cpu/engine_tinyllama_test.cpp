@@ -8,11 +8,13 @@
 #include <cstdlib>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
 #include "sparrow/engine/backend.hpp"
+#include "sparrow/engine/calibrate.hpp"
 #include "sparrow/engine/generate.hpp"
 #include "sparrow/engine/transform.hpp"
 
@@ -238,6 +240,50 @@ TEST(EngineTinyllama, PerplexityDenseAndPruned) {
               magnitude, random);
   EXPECT_GT(magnitude, dense);
   EXPECT_GT(random, magnitude + 1.0);  // random pruning destroys the model, magnitude does not
+}
+
+}  // namespace
+}  // namespace sparrow
+
+namespace sparrow {
+namespace {
+
+TEST(EngineTinyllamaCalibrate, WandaNormsFeedSparrowPrune) {
+  SKIP_WITHOUT_MODEL();
+  const auto ids = fixture_bytes(1200);
+  auto norms = engine::input_channel_norms(tinyllama(), ids, 400);
+  ASSERT_TRUE(norms.ok()) << norms.status().to_string();
+  ASSERT_EQ(norms->size(), 56u);  // 8 layers x 7 linear layers
+  const auto& down = norms->at("model.layers.3.mlp.down_proj.weight");
+  ASSERT_EQ(down.size(), 1408u);
+  for (const auto& [name, v] : norms.value())
+    for (float x : v) ASSERT_TRUE(std::isfinite(x) && x >= 0.0f) << name;
+  // q, k and v read the same input.
+  EXPECT_EQ(norms->at("model.layers.0.self_attn.q_proj.weight"),
+            norms->at("model.layers.0.self_attn.v_proj.weight"));
+
+  // Through the CLI into io's wanda pruning, then back into the engine.
+  const std::string dir = ::testing::TempDir();
+  int status = 0;
+  run_cli("calibrate -m " + kModelDir + " --text " + std::string(SPARROW_SOURCE_DIR) +
+              "/tests/data/perplexity_sample.py --ctx 400 -o " + dir + "engine_norms.json",
+          &status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  prune::ModelPruneOptions po;
+  po.model_dir = kModelDir;
+  po.out_dir = dir + "engine_tinyllama_wanda";
+  po.method = prune::Method::wanda;
+  po.calibration = dir + "engine_norms.json";
+  po.sparsity = 0.5;
+  po.format = "csr";
+  po.force = true;
+  auto report = prune::prune_model(po);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  auto wanda = engine::load_model(po.out_dir);
+  ASSERT_TRUE(wanda.ok()) << wanda.status().to_string();
+  const double bpb = bits_per_byte(std::make_shared<engine::Model>(std::move(wanda).value()), ids);
+  std::printf("bits per byte: 50%% wanda %.3f\n", bpb);
+  EXPECT_LT(bpb, 2.0);  // far from random pruning's ~5
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   sparrow::cli::register_run(app, exit_code);
   sparrow::cli::register_perplexity(app, exit_code);
   sparrow::cli::register_bench_model(app, exit_code);
+  sparrow::cli::register_calibrate(app, exit_code);
   sparrow::cli::register_synth(app, exit_code);
   sparrow::cli::register_prune(app, exit_code);
   sparrow::cli::register_bench(app, exit_code);
