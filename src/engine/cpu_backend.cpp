@@ -1,11 +1,12 @@
 // The CPU reference backend: the Llama forward pass in fp32, written to be read. Linear layers
 // use a plain fp32 dense copy of each decoded weight (sparse formats are decoded once at start;
 // a walk of each format per token would be far too slow for CI).
+#include "engine/cpu_backend.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "engine/cpu_backend.hpp"
 #include "sparrow/engine/backend.hpp"
 
 namespace sparrow::engine {
@@ -47,8 +48,10 @@ static_assert(kPanel == 16, "panel_product holds a panel row in two Vec8");
 // for bit). AVX2 where the CPU has it, baseline SSE2 elsewhere; multiply and add stay separate
 // (no FMA), so both clones round identically.
 template <int NT>
-__attribute__((target_clones("avx2", "default"))) void panel_product(
-    const float* panel, const float* x, int64_t K, float* y, int64_t ldy, int64_t cols) {
+__attribute__((target_clones("avx2", "default"))) void panel_product(const float* panel,
+                                                                     const float* x, int64_t K,
+                                                                     float* y, int64_t ldy,
+                                                                     int64_t cols) {
   Vec8 acc[NT][2] = {};
   for (int64_t k = 0; k < K; ++k) {
     Vec8 w0, w1;  // (kPanel) = one row of the panel
@@ -65,7 +68,8 @@ __attribute__((target_clones("avx2", "default"))) void panel_product(
 }
 
 // Y (T x M) = X (T x K) * W^T + bias.
-void linear(const DenseF32& W, const float* x, int64_t T, float* y, const std::vector<float>& bias) {
+void linear(const DenseF32& W, const float* x, int64_t T, float* y,
+            const std::vector<float>& bias) {
   const int64_t M = W.rows, K = W.cols;
   for (int64_t p = 0; p * kPanel < M; ++p) {
     const float* panel = &W.panels[size_t(p * K * kPanel)];
@@ -111,7 +115,9 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> m, int max_batch, int64_t context,
              LinearInputObserver observer)
-      : model_(std::move(m)), max_batch_(max_batch), context_(context),
+      : model_(std::move(m)),
+        max_batch_(max_batch),
+        context_(context),
         observer_(std::move(observer)) {}
 
   Status init() {

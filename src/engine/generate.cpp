@@ -23,8 +23,8 @@ Status Backend::forward_greedy(const int32_t* tokens, int batch, int64_t count,
   return {};
 }
 
-Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts,
-                            int64_t n, const SamplingParams& sampling) {
+Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
+                            const SamplingParams& sampling) {
   SPARROW_RETURN_IF_ERROR(sampling.check());
   if (prompts.empty()) return invalid_argument("generate: no prompt");
   const int batch = int(prompts.size());
@@ -87,7 +87,8 @@ Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>&
 }
 
 Result<Perplexity> perplexity(Backend& b, const std::vector<int32_t>& ids, int64_t ctx) {
-  if (ctx < 2) return invalid_argument("--ctx must be at least 2 (got " + std::to_string(ctx) + ")");
+  if (ctx < 2)
+    return invalid_argument("--ctx must be at least 2 (got " + std::to_string(ctx) + ")");
   if (ctx > b.context()) {
     return invalid_argument("--ctx " + std::to_string(ctx) + " exceeds the model's context of " +
                             std::to_string(b.context()) + " tokens");

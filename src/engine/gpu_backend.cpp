@@ -44,7 +44,8 @@ struct DeviceArray {
 
 Result<DeviceArray> upload_floats(const std::vector<float>& v) {
   SPARROW_ASSIGN_OR_RETURN(DeviceArray a, DeviceArray::alloc(v.size() * sizeof(float)));
-  if (!v.empty()) SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.get(), v.data(), a.bytes, cudaMemcpyHostToDevice));
+  if (!v.empty())
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.get(), v.data(), a.bytes, cudaMemcpyHostToDevice));
   return a;
 }
 
@@ -53,13 +54,15 @@ Result<DeviceArray> upload_as(const std::vector<float>& v, DType t) {
   std::vector<uint8_t> bytes(v.size() * dtype_size(t));
   for (size_t i = 0; i < v.size(); ++i) store_from_float(bytes.data(), t, i, v[i]);
   SPARROW_ASSIGN_OR_RETURN(DeviceArray a, DeviceArray::alloc(bytes.size()));
-  if (!bytes.empty()) SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.get(), bytes.data(), a.bytes, cudaMemcpyHostToDevice));
+  if (!bytes.empty())
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(a.get(), bytes.data(), a.bytes, cudaMemcpyHostToDevice));
   return a;
 }
 
 struct DeviceLayer {
   Weight q, k, v, o, gate, up, down;
-  DeviceArray attn_norm, mlp_norm;  // fp32
+  DeviceArray attn_norm, mlp_norm;     // fp32
   DeviceArray q_bias, k_bias, v_bias;  // dtype, or empty
 };
 
@@ -88,8 +91,9 @@ class GpuBackend final : public Backend {
     const LlamaConfig& c = m.config;
     dt_ = m.dtype;
     if (dt_ == DType::fp32) {
-      return unsupported("the GPU backend runs fp16 or bf16 models; this one is fp32 (use "
-                         "--backend cpu, or convert the checkpoint)");
+      return unsupported(
+          "the GPU backend runs fp16 or bf16 models; this one is fp32 (use "
+          "--backend cpu, or convert the checkpoint)");
     }
     shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
     // Decode attention: up to 128 keys per block, as many splits as the context needs (blocks
@@ -107,9 +111,11 @@ class GpuBackend final : public Backend {
     const size_t partial_floats =
         std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
                  gpu::attention_partials_floats(rows_, shape_, splits_prefill_));
-    mem_.workspace_bytes = size_t(rows_) * size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() +
-                                                  2 * c.intermediate + c.vocab) * es +
-                           partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
+    mem_.workspace_bytes =
+        size_t(rows_) *
+            size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() + 2 * c.intermediate + c.vocab) *
+            es +
+        partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
     size_t free_b = 0, total_b = 0;
     SPARROW_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
     const size_t need = mem_.model_bytes + mem_.kv_cache_bytes + mem_.workspace_bytes;
@@ -213,7 +219,8 @@ class GpuBackend final : public Backend {
           // Row r of this pass: sequence b = r / c (all_logits) or r.
           const int64_t b = all_logits ? r / c : r, t = all_logits ? done + r % c : 0;
           float* dst = &logits[size_t((b * (all_logits ? count : 1) + t) * V)];
-          for (int64_t i = 0; i < V; ++i) dst[i] = load_as_float(host.data(), dt_, size_t(r * V + i));
+          for (int64_t i = 0; i < V; ++i)
+            dst[i] = load_as_float(host.data(), dt_, size_t(r * V + i));
         }
       }
       done += c;
@@ -306,7 +313,8 @@ class GpuBackend final : public Backend {
                                             cfg.hidden, dt_, stream_));
       SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_));
       SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, h, stream_));
-      SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(
+          gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
       SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
                                      view(gate_, R, cfg.intermediate), stream_, residual));
     }
@@ -323,8 +331,8 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
                                    view(h_, out_rows, cfg.hidden), stream_));
     if (greedy) {
-      SPARROW_RETURN_IF_ERROR(gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab,
-                                          dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(
+          gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
     }
     return {};
   }
@@ -335,13 +343,13 @@ class GpuBackend final : public Backend {
     auto it = graphs_.find(batch);
     if (it == graphs_.end()) {
       SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-      SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      SPARROW_CUDA_RETURN_IF_ERROR(
+          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       Status s = run_pass(batch, 1, false, true);
       cudaGraph_t graph = nullptr;
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
       cudaGraphExec_t exec = nullptr;
-      if (s.ok() && end == cudaSuccess &&
-          cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+      if (s.ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
         cudaGraphDestroy(graph);
         it = graphs_.emplace(batch, exec).first;
       } else {
@@ -377,7 +385,8 @@ class GpuBackend final : public Backend {
   Weight lm_head_;
   DeviceArray embed_, final_norm_, inv_freq_;
   std::vector<DeviceArray> k_cache_, v_cache_;
-  DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_, pos_;
+  DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
+      pos_;
   std::map<int, cudaGraphExec_t> graphs_;
   bool graphs_enabled_ = true;
 };
@@ -388,7 +397,8 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
                                                   const BackendOptions& opt) {
   if (!model) return invalid_argument("make_gpu_backend: no model");
   if (opt.max_batch < 1) return invalid_argument("max_batch must be >= 1");
-  if (!gpu_available()) return Status(Code::no_device, "no CUDA GPU is available (use --backend cpu)");
+  if (!gpu_available())
+    return Status(Code::no_device, "no CUDA GPU is available (use --backend cpu)");
   const int64_t ctx = opt.context == 0 ? model->config.context : opt.context;
   if (ctx < 1 || ctx > model->config.context) {
     return invalid_argument("context " + std::to_string(ctx) + " is outside 1.." +

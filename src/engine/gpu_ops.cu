@@ -16,7 +16,9 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float
 template <class T>
 __device__ __forceinline__ T from_f(float v);
 template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_f<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
@@ -31,9 +33,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <class F>
 Status dispatch_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::fp16: return f(__half{});
-    case DType::bf16: return f(__nv_bfloat16{});
-    default: return unsupported("the GPU engine runs fp16 or bf16 activations");
+    case DType::fp16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    default:
+      return unsupported("the GPU engine runs fp16 or bf16 activations");
   }
 }
 
@@ -164,7 +169,7 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
   for (int64_t e = threadIdx.x; e < kvd; e += blockDim.x) vc[e] = vr[e];
 }
 
-// ---- attention ------------------------------------------------------------------------------------
+// ---- attention ----------------------------------------------------------------------------------
 
 constexpr int kAttnWarps = 4;
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
@@ -286,7 +291,7 @@ Status embed(const int32_t* tokens, const void* e, void* x, int64_t rows, int64_
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     embed_kernel<T><<<unsigned(rows), 256, 0, stream>>>(tokens, static_cast<const T*>(e),
-                                                         static_cast<T*>(x), hidden);
+                                                        static_cast<T*>(x), hidden);
     SPARROW_CUDA_CHECK_LAUNCH("embed");
     return {};
   });
@@ -296,8 +301,8 @@ Status rms_norm(const void* x, const float* w, float eps, void* out, int64_t row
                 DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    rms_norm_kernel<T><<<unsigned(rows), 256, 0, stream>>>(
-        static_cast<const T*>(x), w, eps, static_cast<T*>(out), hidden);
+    rms_norm_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(x), w, eps,
+                                                           static_cast<T*>(out), hidden);
     SPARROW_CUDA_CHECK_LAUNCH("rms_norm");
     return {};
   });
@@ -321,10 +326,11 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
 }
 
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
-                 float* partials, const RowLayout& rows, const AttentionShape& s,
-                 int64_t split_len, int64_t n_splits, DType t, Stream stream) {
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream) {
   if (s.head_dim > 32 * kMaxDimPerLane) {
-    return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) + ")");
+    return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
+                       ")");
   }
   if (n_splits < 1 || split_len < 1 || split_len * n_splits < s.context) {
     return invalid_argument("attention splits must cover the context");
@@ -337,8 +343,8 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
         partials, rows, s, split_len, n_splits);
     SPARROW_CUDA_CHECK_LAUNCH("attention_split");
     const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
-    attention_combine_kernel<T><<<grid2, 128, 0, stream>>>(partials, static_cast<T*>(out), s,
-                                                           n_splits);
+    attention_combine_kernel<T>
+        <<<grid2, 128, 0, stream>>>(partials, static_cast<T*>(out), s, n_splits);
     SPARROW_CUDA_CHECK_LAUNCH("attention_combine");
     return {};
   });
@@ -358,8 +364,8 @@ Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count
                         DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    gather_last_kernel<T><<<unsigned(batch), 256, 0, stream>>>(
-        static_cast<const T*>(src), static_cast<T*>(dst), count, cols);
+    gather_last_kernel<T><<<unsigned(batch), 256, 0, stream>>>(static_cast<const T*>(src),
+                                                               static_cast<T*>(dst), count, cols);
     SPARROW_CUDA_CHECK_LAUNCH("gather_last_rows");
     return {};
   });
@@ -369,8 +375,7 @@ Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DTy
               Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    argmax_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(logits), out,
-                                                         vocab);
+    argmax_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(logits), out, vocab);
     SPARROW_CUDA_CHECK_LAUNCH("argmax");
     return {};
   });

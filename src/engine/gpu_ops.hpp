@@ -39,8 +39,8 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 // ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
 // (head_dim + 2) floats), then combined. out: (rows, heads * head_dim). head_dim <= 256.
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
-                 float* partials, const RowLayout& rows, const AttentionShape& s,
-                 int64_t split_len, int64_t n_splits, DType t, Stream stream);
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
 
 // gate = silu(gate) * up, element-wise over n values.

@@ -53,8 +53,9 @@ Status LlamaConfig::check() const {
   }
   if (rope.type == "llama3" && (rope.original_max_position <= 0 || rope.factor <= 0 ||
                                 rope.high_freq_factor <= rope.low_freq_factor)) {
-    return invalid_argument("llama3 rope scaling needs factor > 0, high_freq_factor > "
-                            "low_freq_factor and original_max_position_embeddings > 0");
+    return invalid_argument(
+        "llama3 rope scaling needs factor > 0, high_freq_factor > "
+        "low_freq_factor and original_max_position_embeddings > 0");
   }
   if (rope.type == "linear" && rope.factor <= 0) {
     return invalid_argument("linear rope scaling needs factor > 0");
@@ -127,8 +128,8 @@ size_t Model::dense_weight_bytes() const {
   const int64_t per_layer = c.hidden * c.q_dim() * 2 + c.hidden * c.kv_dim() * 2 +
                             3 * c.hidden * c.intermediate + 2 * c.hidden +
                             (c.qkv_bias ? c.q_dim() + 2 * c.kv_dim() : 0);
-  const int64_t total = c.layers * per_layer + c.vocab * c.hidden * (c.tied_embeddings ? 1 : 2) +
-                        c.hidden;
+  const int64_t total =
+      c.layers * per_layer + c.vocab * c.hidden * (c.tied_embeddings ? 1 : 2) + c.hidden;
   return size_t(total) * dtype_size(dtype);
 }
 

@@ -57,7 +57,8 @@ Result<LlamaConfig> llama_config(const io::ModelConfig& in) {
                        "' is not a Llama-family decoder; the engine runs llama, mistral and qwen2");
   }
   if (in.hidden_act != "silu") {
-    return unsupported("hidden_act '" + in.hidden_act + "' is not supported (the engine runs silu)");
+    return unsupported("hidden_act '" + in.hidden_act +
+                       "' is not supported (the engine runs silu)");
   }
   if (in.mlp_bias) return unsupported("mlp_bias is not supported by the engine");
   if (in.attention_bias && in.model_type != "qwen2") {

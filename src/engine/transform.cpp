@@ -52,8 +52,8 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
   eo.nm_pattern = mask.structure.nm;
   auto enc = encode(f, pruned.view(), eo);
   if (!enc.ok()) {
-    return Status(enc.status().code(),
-                  std::string("cannot encode as ") + format_name(f) + ": " + enc.status().message());
+    return Status(enc.status().code(), std::string("cannot encode as ") + format_name(f) + ": " +
+                                           enc.status().message());
   }
   return enc;
 }
@@ -165,14 +165,14 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
   if (c.tied_embeddings) {
     SPARROW_ASSIGN_OR_RETURN(m.lm_head, encode(Format::dense, m.embed.view()));
   } else {
-    SPARROW_ASSIGN_OR_RETURN(m.lm_head, encode(Format::dense, patterns::trained_like(
-                                                                  m.dtype, c.vocab, c.hidden,
-                                                                  so.seed + 1).view()));
+    SPARROW_ASSIGN_OR_RETURN(
+        m.lm_head, encode(Format::dense,
+                          patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed + 1).view()));
   }
   m.layers.resize(size_t(c.layers));
-  const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},       {c.kv_dim(), c.hidden},
-                                {c.kv_dim(), c.hidden},      {c.hidden, c.q_dim()},
-                                {c.intermediate, c.hidden},  {c.intermediate, c.hidden},
+  const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},      {c.kv_dim(), c.hidden},
+                                {c.kv_dim(), c.hidden},     {c.hidden, c.q_dim()},
+                                {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
                                 {c.hidden, c.intermediate}};
   // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned and encoded once and
   // copied into every layer: generating 7B weights element by element takes minutes of host

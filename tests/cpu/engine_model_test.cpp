@@ -45,7 +45,8 @@ std::vector<double> naive_logits(const engine::Model& m, const std::vector<int32
         v[size_t(h * hd + i + hd / 2)] = x2 * std::cos(a) + x1 * std::sin(a);
       }
   };
-  std::vector<std::vector<double>> x(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(H)));
+  std::vector<std::vector<double>> x(static_cast<size_t>(T),
+                                     std::vector<double>(static_cast<size_t>(H)));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < H; ++i) x[size_t(t)][size_t(i)] = m.embed.at(tok[size_t(t)], i);
   for (const engine::Layer& L : m.layers) {

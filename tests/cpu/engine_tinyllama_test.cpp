@@ -5,11 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -24,19 +23,19 @@ namespace {
 const std::string kModelDir = std::string(SPARROW_SOURCE_DIR) + "/../shared/models/tinyllama-py";
 
 // From the model's README: prompt "def forward(self, x):\n    " and HF's 48 greedy ids.
-const std::vector<int32_t> kPrompt = {100, 101, 102, 32, 102, 111, 114, 119, 97,  114, 100, 40, 115,
-                                      101, 108, 102, 44, 32, 120, 41,  58,  10, 32,  32,  32, 32};
-const std::vector<int32_t> kReference = {
-    32,  32, 32,  32,  114, 101, 116, 117, 114, 110, 32,  115, 101, 108, 102, 46,
-    95,  102, 111, 114, 119, 97,  114, 100, 95,  102, 101, 97,  116, 117, 114, 101,
-    115, 40, 120, 41,  10,  10,  32,  32,  32,  32,  100, 101, 102, 32,  102, 111};
+const std::vector<int32_t> kPrompt = {100, 101, 102, 32, 102, 111, 114, 119, 97, 114, 100, 40, 115,
+                                      101, 108, 102, 44, 32,  120, 41,  58,  10, 32,  32,  32, 32};
+const std::vector<int32_t> kReference = {32,  32,  32,  32, 114, 101, 116, 117, 114, 110, 32,  115,
+                                         101, 108, 102, 46, 95,  102, 111, 114, 119, 97,  114, 100,
+                                         95,  102, 101, 97, 116, 117, 114, 101, 115, 40,  120, 41,
+                                         10,  10,  32,  32, 32,  32,  100, 101, 102, 32,  102, 111};
 
 bool have_model() {
   struct stat st;
   return ::stat((kModelDir + "/config.json").c_str(), &st) == 0;
 }
 
-#define SKIP_WITHOUT_MODEL()                                                       \
+#define SKIP_WITHOUT_MODEL() \
   if (!have_model()) GTEST_SKIP() << "tinyllama-py not found at " << kModelDir
 
 std::shared_ptr<const engine::Model> tinyllama() {
@@ -84,7 +83,8 @@ TEST(EngineTinyllama, EveryFormatAtZeroSparsityGivesTheDenseLogits) {
   for (Format f : {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl}) {
     auto m = engine::reencode_model(*tinyllama(), f);
     ASSERT_TRUE(m.ok()) << format_name(f) << ": " << m.status().to_string();
-    auto b = engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(m).value())).value();
+    auto b =
+        engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(m).value())).value();
     std::vector<float> got;
     ASSERT_TRUE(b->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), false, got).ok());
     EXPECT_EQ(got, ref) << format_name(f);
@@ -106,15 +106,18 @@ TEST(EngineTinyllama, SparseCheckpointRunsLikeTheSamePruningInMemory) {
   auto loaded = engine::load_model(po.out_dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   int sparse_layers = 0;
-  for (const auto& [name, w] : loaded->linear_layers()) sparse_layers += format_of(*w) != Format::dense;
+  for (const auto& [name, w] : loaded->linear_layers())
+    sparse_layers += format_of(*w) != Format::dense;
   EXPECT_GT(sparse_layers, 0);
 
   prune::MaskOptions mo;
   mo.sparsity = 0.5;
   auto in_memory = engine::prune_model(*tinyllama(), mo, "dense");
   ASSERT_TRUE(in_memory.ok()) << in_memory.status().to_string();
-  auto a = engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(loaded).value())).value();
-  auto b = engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(in_memory).value())).value();
+  auto a =
+      engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(loaded).value())).value();
+  auto b = engine::make_cpu_backend(std::make_shared<engine::Model>(std::move(in_memory).value()))
+               .value();
   std::vector<float> la, lb;
   ASSERT_TRUE(a->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), true, la).ok());
   ASSERT_TRUE(b->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), true, lb).ok());
@@ -137,8 +140,8 @@ TEST(EngineTinyllama, CliRunPrintsTokensAndText) {
   std::string ids;
   for (int32_t t : kPrompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
   int status = 0;
-  std::string out = run_cli("run -m " + kModelDir + " --tokens " + ids + " -n 32 --backend cpu",
-                            &status);
+  std::string out =
+      run_cli("run -m " + kModelDir + " --tokens " + ids + " -n 32 --backend cpu", &status);
   EXPECT_EQ(status, 0);
   std::string want = "tokens:";
   for (size_t i = 0; i < 32; ++i) want += " " + std::to_string(kReference[i]);
@@ -163,7 +166,8 @@ TEST(EngineTinyllama, CliBadInputIsAClearError) {
 }
 
 // A copy of tinyllama-py's directory (shards linked) with config.json edited by `edit`.
-std::string edited_model_dir(const std::string& tag, const std::string& from, const std::string& to) {
+std::string edited_model_dir(const std::string& tag, const std::string& from,
+                             const std::string& to) {
   const std::string dir = ::testing::TempDir() + "engine_" + tag;
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   for (const char* f : {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
@@ -182,22 +186,21 @@ std::string edited_model_dir(const std::string& tag, const std::string& from, co
 
 TEST(EngineTinyllama, MismatchedConfigAndUnsupportedArchitecture) {
   SKIP_WITHOUT_MODEL();
-  auto m = engine::load_model(edited_model_dir("inter", "\"intermediate_size\": 1408",
-                                               "\"intermediate_size\": 1400"));
+  auto m = engine::load_model(
+      edited_model_dir("inter", "\"intermediate_size\": 1408", "\"intermediate_size\": 1400"));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("mlp.gate_proj.weight"), std::string::npos)
       << m.status().message();
   EXPECT_NE(m.status().message().find("(1408, 512)"), std::string::npos) << m.status().message();
 
-  const std::string gpt2 = edited_model_dir("arch", "\"model_type\": \"llama\"",
-                                            "\"model_type\": \"gpt2\"");
+  const std::string gpt2 =
+      edited_model_dir("arch", "\"model_type\": \"llama\"", "\"model_type\": \"gpt2\"");
   m = engine::load_model(gpt2);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("llama"), std::string::npos) << m.status().message();
   int status = 0;
   run_cli("run -m " + gpt2 + " --tokens 1 --backend cpu", &status);
   EXPECT_NE(WEXITSTATUS(status), 0);
-
 }
 
 std::vector<int32_t> fixture_bytes(size_t limit) {
@@ -234,7 +237,8 @@ TEST(EngineTinyllama, PerplexityDenseAndPruned) {
   mo.seed = 3;
   auto rnd = engine::prune_model(*tinyllama(), mo, "csr");
   ASSERT_TRUE(rnd.ok()) << rnd.status().to_string();
-  const double magnitude = bits_per_byte(std::make_shared<engine::Model>(std::move(mag).value()), ids);
+  const double magnitude =
+      bits_per_byte(std::make_shared<engine::Model>(std::move(mag).value()), ids);
   const double random = bits_per_byte(std::make_shared<engine::Model>(std::move(rnd).value()), ids);
   std::printf("bits per byte: dense %.3f, 50%% magnitude %.3f, 50%% random %.3f\n", dense,
               magnitude, random);

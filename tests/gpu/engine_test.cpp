@@ -32,17 +32,17 @@ std::shared_ptr<const engine::Model> tinyllama() {
   return m;
 }
 
-#define NEED_TINYLLAMA()                                                                      \
-  auto model = tinyllama();                                                                   \
-  if (!model) GTEST_SKIP() << "tinyllama-py not found at " << model_dir()                     \
-                           << " (set SPARROW_TINYLLAMA)"
+#define NEED_TINYLLAMA()    \
+  auto model = tinyllama(); \
+  if (!model)               \
+  GTEST_SKIP() << "tinyllama-py not found at " << model_dir() << " (set SPARROW_TINYLLAMA)"
 
-const std::vector<int32_t> kPrompt = {100, 101, 102, 32, 102, 111, 114, 119, 97,  114, 100, 40, 115,
-                                      101, 108, 102, 44, 32, 120, 41,  58,  10, 32,  32,  32, 32};
-const std::vector<int32_t> kReference = {
-    32,  32, 32,  32,  114, 101, 116, 117, 114, 110, 32,  115, 101, 108, 102, 46,
-    95,  102, 111, 114, 119, 97,  114, 100, 95,  102, 101, 97,  116, 117, 114, 101,
-    115, 40, 120, 41,  10,  10,  32,  32,  32,  32,  100, 101, 102, 32,  102, 111};
+const std::vector<int32_t> kPrompt = {100, 101, 102, 32, 102, 111, 114, 119, 97, 114, 100, 40, 115,
+                                      101, 108, 102, 44, 32,  120, 41,  58,  10, 32,  32,  32, 32};
+const std::vector<int32_t> kReference = {32,  32,  32,  32, 114, 101, 116, 117, 114, 110, 32,  115,
+                                         101, 108, 102, 46, 95,  102, 111, 114, 119, 97,  114, 100,
+                                         95,  102, 101, 97, 116, 117, 114, 101, 115, 40,  120, 41,
+                                         10,  10,  32,  32, 32,  32,  100, 101, 102, 32,  102, 111};
 
 double normalized_error(const std::vector<float>& y, const std::vector<float>& ref) {
   double num = 0, den = 0;
@@ -68,7 +68,8 @@ void expect_logits_close(std::shared_ptr<const engine::Model> m, const std::vect
   ASSERT_TRUE(s.ok()) << s.to_string();
   ASSERT_EQ(a.size(), b.size());
   const double err = normalized_error(b, a);
-  std::printf("  %s, %zu tokens: logits normalised error %.2e\n", m->name.c_str(), tokens.size(), err);
+  std::printf("  %s, %zu tokens: logits normalised error %.2e\n", m->name.c_str(), tokens.size(),
+              err);
   EXPECT_LE(err, tol);
 }
 
@@ -109,7 +110,8 @@ TEST(GpuEngine, BatchedSequencesMatchSingleRuns) {
   opt.max_batch = 3;
   auto gpu = engine::make_gpu_backend(model, opt).value();
   std::vector<std::vector<int32_t>> prompts = {
-      kPrompt, std::vector<int32_t>(kPrompt.rbegin(), kPrompt.rend()), std::vector<int32_t>(26, 35)};
+      kPrompt, std::vector<int32_t>(kPrompt.rbegin(), kPrompt.rend()),
+      std::vector<int32_t>(26, 35)};
   auto g = engine::generate(*gpu, prompts, 24, {}).value();
   // Each sequence alone on the same backend: the same tokens (rows of a batch do not interact;
   // matmul may pick another kernel path for N = 3, so this also checks those agree).

@@ -1,15 +1,15 @@
 // sparrow bench-model: llama-bench-style prefill (ppP) and generation (tgN) throughput of a model
 // directory or of a synthetic model built in memory, per sparsity, format and batch size.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime.h>
-#include <nlohmann/json.hpp>
 
 #include "sparrow/commands.hpp"
 #include "sparrow/engine/generate.hpp"
@@ -40,7 +40,8 @@ Result<std::vector<T>> parse_list(const std::string& text, const char* what) {
   while (in >> w) {
     std::istringstream one(w);
     T v;
-    if (!(one >> v) || !one.eof()) return invalid_argument(std::string(what) + ": bad value '" + w + "'");
+    if (!(one >> v) || !one.eof())
+      return invalid_argument(std::string(what) + ": bad value '" + w + "'");
     out.push_back(v);
   }
   if (out.empty()) return invalid_argument(std::string(what) + " is empty");
@@ -66,7 +67,8 @@ double now_s() {
 // Prefill: `batch` x `p` tokens from an empty cache; tokens per second over all sequences.
 Result<double> time_prefill(engine::Backend& b, int batch, int64_t p) {
   std::vector<int32_t> tokens(size_t(batch * p));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7919) % size_t(b.model().config.vocab));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t((i * 7919) % size_t(b.model().config.vocab));
   std::vector<int32_t> next;
   b.reset();
   const double t0 = now_s();
@@ -162,7 +164,8 @@ int run_bench_model(const BenchModelArgs& a) {
         const bool pp = test == 0;
         std::vector<double> tps;
         for (int r = 0; r <= a.reps; ++r) {  // run 0 warms up (and captures the decode graph)
-          auto t = pp ? time_prefill(*backend, batch, a.prompt) : time_generate(*backend, batch, a.gen);
+          auto t =
+              pp ? time_prefill(*backend, batch, a.prompt) : time_generate(*backend, batch, a.gen);
           if (!t.ok()) {
             std::fprintf(stderr, "sparrow bench-model: %s\n", t.status().to_string().c_str());
             return 1;
@@ -172,8 +175,8 @@ int run_bench_model(const BenchModelArgs& a) {
         const Stat s = stats(tps);
         const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen);
         std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
-                    human_bytes(model->weight_bytes()).c_str(), measured_sparsity,
-                    backend->name(), batch, test_name.c_str(), s.mean, s.std);
+                    human_bytes(model->weight_bytes()).c_str(), measured_sparsity, backend->name(),
+                    batch, test_name.c_str(), s.mean, s.std);
         std::fflush(stdout);
         rows.push_back({{"model", model->name},
                         {"weight_bytes", model->weight_bytes()},
@@ -190,12 +193,12 @@ int run_bench_model(const BenchModelArgs& a) {
       }
     }
     const engine::MemoryReport mem = backend->memory();
-    std::printf("\n%s at sparsity %.2f: weights %s (dense %s), KV cache %s, activations %s, "
-                "peak device memory %s\n\n",
-                model->name.c_str(), measured_sparsity, human_bytes(mem.model_bytes).c_str(),
-                human_bytes(model->dense_weight_bytes()).c_str(),
-                human_bytes(mem.kv_cache_bytes).c_str(), human_bytes(mem.workspace_bytes).c_str(),
-                human_bytes(mem.peak_device_bytes).c_str());
+    std::printf(
+        "\n%s at sparsity %.2f: weights %s (dense %s), KV cache %s, activations %s, "
+        "peak device memory %s\n\n",
+        model->name.c_str(), measured_sparsity, human_bytes(mem.model_bytes).c_str(),
+        human_bytes(model->dense_weight_bytes()).c_str(), human_bytes(mem.kv_cache_bytes).c_str(),
+        human_bytes(mem.workspace_bytes).c_str(), human_bytes(mem.peak_device_bytes).c_str());
     rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
                              {"kv_cache_bytes", mem.kv_cache_bytes},
                              {"workspace_bytes", mem.workspace_bytes},
@@ -224,13 +227,16 @@ void register_bench_model(CLI::App& app, int& exit_code) {
       "Prefill (ppP) and generation (tgN) tokens/s of a model, llama-bench style. t/s counts the "
       "tokens of all sequences of a batch.");
   cmd->add_option("-m,--model", args->model_dir, "model directory");
-  cmd->add_option("--synth", args->synth, "build a synthetic model in memory: tiny, llama2-7b, llama3-8b");
+  cmd->add_option("--synth", args->synth,
+                  "build a synthetic model in memory: tiny, llama2-7b, llama3-8b");
   cmd->add_option("--sparsity", args->sparsities,
                   "comma list; prunes the model in memory (0 = dense baseline)");
-  cmd->add_option("--method", args->method, "pruning method: magnitude, random")->capture_default_str();
-  cmd->add_option("--format", args->format,
-                  "format of pruned layers: auto (smallest with a GPU kernel), csr, macko, tca_bme, "
-                  "tiled_csl, dense")
+  cmd->add_option("--method", args->method, "pruning method: magnitude, random")
+      ->capture_default_str();
+  cmd->add_option(
+         "--format", args->format,
+         "format of pruned layers: auto (smallest with a GPU kernel), csr, macko, tca_bme, "
+         "tiled_csl, dense")
       ->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens (ppP)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens (tgN)")->capture_default_str();

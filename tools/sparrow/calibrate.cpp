@@ -1,15 +1,15 @@
 // sparrow calibrate: Wanda input-channel norms of a byte-level model over a calibration text,
 // written as the JSON `sparrow prune --method wanda --calibration FILE` reads.
+#include "sparrow/engine/calibrate.hpp"
+
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sparrow/commands.hpp"
-#include "sparrow/engine/calibrate.hpp"
 #include "sparrow/model_args.hpp"
 
 namespace sparrow::cli {
@@ -33,7 +33,8 @@ int run_calibrate(const CalibrateArgs& a) {
   auto model = load_model_or_report("calibrate", a.model_dir);
   if (!model) return 1;
   if (!model->byte_level) {
-    return fail_args("model '" + model->name + "' is not byte-level and sparrow has no tokenizer "
+    return fail_args("model '" + model->name +
+                     "' is not byte-level and sparrow has no tokenizer "
                      "for it yet");
   }
   std::vector<int32_t> ids(text.begin(), text.end());
@@ -68,8 +69,9 @@ int run_calibrate(const CalibrateArgs& a) {
 void register_calibrate(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "calibrate", "Wanda input-channel norms of a byte-level model over a text (CPU backend), "
-                   "for sparrow prune --method wanda --calibration FILE");
+      "calibrate",
+      "Wanda input-channel norms of a byte-level model over a text (CPU backend), "
+      "for sparrow prune --method wanda --calibration FILE");
   cmd->add_option("-m,--model", args->model_dir, "model directory")->required();
   cmd->add_option("--text", args->text_file, "calibration text file")->required();
   cmd->add_option("-o,--out", args->out, "output JSON file")->required();

@@ -23,14 +23,14 @@ std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const s
   std::string which = backend;
   if (which == "auto") {
     which = engine::gpu_available() ? "gpu" : "cpu";
-    if (which == "cpu") std::fprintf(stderr, "sparrow %s: no GPU found, using the CPU backend\n", cmd);
+    if (which == "cpu")
+      std::fprintf(stderr, "sparrow %s: no GPU found, using the CPU backend\n", cmd);
   }
   Result<std::unique_ptr<engine::Backend>> b =
-      which == "cpu" ? engine::make_cpu_backend(std::move(model), opt)
-      : which == "gpu"
-          ? engine::make_gpu_backend(std::move(model), opt)
-          : Result<std::unique_ptr<engine::Backend>>(
-                invalid_argument("--backend must be gpu, cpu or auto (got '" + backend + "')"));
+      which == "cpu"   ? engine::make_cpu_backend(std::move(model), opt)
+      : which == "gpu" ? engine::make_gpu_backend(std::move(model), opt)
+                       : Result<std::unique_ptr<engine::Backend>>(invalid_argument(
+                             "--backend must be gpu, cpu or auto (got '" + backend + "')"));
   if (!b.ok()) {
     std::fprintf(stderr, "sparrow %s: %s\n", cmd, b.status().to_string().c_str());
     exit_code = b.status().code() == Code::invalid_argument ? kExitBadArgs

@@ -48,14 +48,14 @@ int run_perplexity(const PerplexityArgs& a) {
     std::fprintf(stderr, "sparrow perplexity: %s\n", r.status().to_string().c_str());
     return r.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("model %s  sparsity %.3f  backend %s  ctx %lld\n", model->name.c_str(),
               model->sparsity(), backend->name(), (long long)a.ctx);
-  std::printf("windows %lld  scored tokens %lld  mean NLL %.4f nats  perplexity %.4f  "
-              "bits per byte %.4f\n",
-              (long long)r->windows, (long long)r->scored_tokens, r->mean_nll, r->perplexity,
-              r->bits_per_token);
+  std::printf(
+      "windows %lld  scored tokens %lld  mean NLL %.4f nats  perplexity %.4f  "
+      "bits per byte %.4f\n",
+      (long long)r->windows, (long long)r->scored_tokens, r->mean_nll, r->perplexity,
+      r->bits_per_token);
   std::fprintf(stderr, "sparrow perplexity: %.2f s (%.0f tokens/s)\n", secs,
                double(r->scored_tokens + r->windows) / std::max(secs, 1e-9));
   return 0;

@@ -117,9 +117,10 @@ int run_run(const RunArgs& a) {
 void register_run(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Generate tokens with a Llama-family model (dense or sparse sparrow checkpoint). "
-             "Text prompts work for byte-level models (vocab 256, no tokenizer file); other "
-             "models take token ids with --tokens.");
+      "run",
+      "Generate tokens with a Llama-family model (dense or sparse sparrow checkpoint). "
+      "Text prompts work for byte-level models (vocab 256, no tokenizer file); other "
+      "models take token ids with --tokens.");
   cmd->add_option("-m,--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
   cmd->add_option("-p,--prompt", args->prompt, "prompt text (byte-level models only)");

@@ -13,15 +13,15 @@
 namespace sparrow::engine {
 
 struct BackendOptions {
-  int max_batch = 1;        // sequences run together (each has its own KV cache)
-  int64_t context = 0;      // KV-cache length per sequence; 0 = the model's context
+  int max_batch = 1;            // sequences run together (each has its own KV cache)
+  int64_t context = 0;          // KV-cache length per sequence; 0 = the model's context
   int64_t prefill_chunk = 256;  // GPU: tokens per prefill pass (bounds the activation memory)
 };
 
 struct MemoryReport {
-  size_t model_bytes = 0;    // weights as held by the backend
+  size_t model_bytes = 0;  // weights as held by the backend
   size_t kv_cache_bytes = 0;
-  size_t workspace_bytes = 0;  // activations, logits
+  size_t workspace_bytes = 0;    // activations, logits
   size_t peak_device_bytes = 0;  // GPU: device memory in use at its highest (0 on the CPU)
 };
 

@@ -17,8 +17,8 @@ struct Generation {
 
 // Resets the backend, runs the prompts (one per sequence, all the same length) and generates
 // `n` tokens per sequence. Errors (before anything runs) when prompt + n exceeds the context.
-Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts,
-                            int64_t n, const SamplingParams& sampling);
+Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
+                            const SamplingParams& sampling);
 
 struct Perplexity {
   int64_t windows = 0;

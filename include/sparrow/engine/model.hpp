@@ -19,8 +19,8 @@ struct RopeConfig {
   double theta = 10000.0;
   std::string type = "default";
   double factor = 1.0;
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
+  double low_freq_factor = 1.0;       // llama3
+  double high_freq_factor = 4.0;      // llama3
   int64_t original_max_position = 0;  // llama3: the context the model was trained with
 };
 
@@ -63,9 +63,9 @@ struct Model {
   DType dtype = DType::fp16;  // of the embeddings and dense weights (activations on the GPU)
   HostMatrix embed;           // (vocab, hidden)
   std::vector<float> final_norm;
-  Weight lm_head;             // (vocab, hidden); a dense copy of `embed` when tied
+  Weight lm_head;  // (vocab, hidden); a dense copy of `embed` when tied
   std::vector<Layer> layers;
-  bool byte_level = false;    // vocab 256 and no tokenizer file: token id = byte value
+  bool byte_level = false;  // vocab 256 and no tokenizer file: token id = byte value
 
   // The linear layers of the decoder blocks (not lm_head), in order, with HF-style names.
   std::vector<std::pair<std::string, const Weight*>> linear_layers() const;
