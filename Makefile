@@ -23,5 +23,9 @@ demo: build
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# On the GPU machine: tests, memcheck and the benchmark tables (scripts/gpu-test.sh).
+gpu-test: build
+	@scripts/gpu-test.sh $(BUILD)
+
 clean:
 	rm -rf build

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -86,15 +87,19 @@ int copies_for(size_t bytes, int64_t l2_bytes) {
   return std::clamp(int(std::ceil(need)), 2, kMaxCopies);
 }
 
-Result<WeightSet> make_weight_set(const ConstMatrixView& w, Format f, const EncodeOptions& eo,
-                                  int64_t l2_bytes) {
-  SPARROW_ASSIGN_OR_RETURN(Weight host, encode(f, w, eo));
+// Device copies of an encoded host weight, enough of them to exceed 3x the L2 together.
+WeightSet upload_copies(const Weight& host, int64_t l2_bytes) {
   WeightSet s;
   s.bytes = storage_bytes(host);
   const int copies = copies_for(s.bytes, l2_bytes);
   for (int i = 0; i < copies; ++i) {
-    SPARROW_ASSIGN_OR_RETURN(Weight d, to_device(host));
-    s.copies.push_back(std::move(d));
+    auto d = to_device(host);
+    if (!d.ok()) {
+      s.status = d.status();
+      s.copies.clear();
+      return s;
+    }
+    s.copies.push_back(std::move(d).value());
   }
   return s;
 }
@@ -435,33 +440,78 @@ int run_bench(const BenchOptions& opt) {
     }
 
     const auto t_shape = std::chrono::steady_clock::now();
+    // Host work (generation, encoding, reference) dominates big shapes and is single-threaded
+    // per call, so independent pieces run concurrently: every (pattern, sparsity) matrix of the
+    // shape at once, then every format's encoding of one matrix at once, then the references.
+    std::vector<std::pair<size_t, double>> items;
     for (size_t pi = 0; pi < specs.size(); ++pi) {
-      for (double sparsity : opt.sparsities) {
-        auto host = patterns::generate(specs[pi], opt.dtype, shape.m, shape.k, sparsity, opt.seed);
+      for (double sparsity : opt.sparsities) items.emplace_back(pi, sparsity);
+    }
+    std::vector<std::future<Result<HostMatrix>>> generated;
+    for (const auto& [pi, sparsity] : items) {
+      generated.push_back(std::async(std::launch::async, [&, pi = pi, sparsity = sparsity] {
+        return patterns::generate(specs[pi], opt.dtype, shape.m, shape.k, sparsity, opt.seed);
+      }));
+    }
+    for (size_t item = 0; item < items.size(); ++item) {
+      const size_t pi = items[item].first;
+      const double sparsity = items[item].second;
+      {
+        auto host = generated[item].get();
         if (!host.ok()) {
           std::fprintf(stderr, "sparrow bench: %s\n", host.status().to_string().c_str());
           return kExitBadArgs;
         }
-        const ConstMatrixView wv = host.value().view();
-        std::map<std::string, WeightSet> weights;  // by format name, "csr32" for cuSPARSE
-        auto weight_set = [&](const std::string& key, Format f, const EncodeOptions& eo) -> WeightSet& {
-          auto it = weights.find(key);
-          if (it == weights.end()) {
-            auto s = make_weight_set(wv, f, eo, info.l2_bytes);
-            WeightSet ws;
-            if (s.ok()) ws = std::move(s).value();
-            else ws.status = s.status();
-            it = weights.emplace(key, std::move(ws)).first;
-          }
-          return it->second;
-        };
-        Reference ref_rows = make_reference_rows(shape.m, shape.k);
-        auto ref_w = reference_weight(host.value(), ref_rows.rows);
-        if (!ref_w.ok()) return fatal(ref_w.status());
+        const HostMatrix& w_host = host.value();
+        const ConstMatrixView wv = w_host.view();
 
+        // Every format the candidates need ("csr32": 32-bit indices, for cuSPARSE).
+        std::map<std::string, std::pair<Format, EncodeOptions>> needed;
+        // The nm format encodes only N:M matrices: its kernels run with --pattern nm:N:M[:L].
+        const bool nm_pattern = specs[pi].kind == patterns::Kind::nm;
+        for (const auto& c : cands.value()) {
+          if (c.weight_format == Format::nm && !nm_pattern) continue;
+          EncodeOptions eo;
+          if (c.kind == Candidate::Kind::cusparse) eo.csr_index = csr::IndexWidth::bits32;
+          if (nm_pattern) eo.nm_pattern = specs[pi].nm;
+          needed.emplace(c.kind == Candidate::Kind::cusparse ? "csr32" : c.format,
+                         std::make_pair(c.weight_format, eo));
+        }
+        std::map<std::string, std::future<Result<Weight>>> encoded;
+        for (const auto& [key, fe] : needed) {
+          encoded.emplace(key, std::async(std::launch::async, [&wv, fe = fe] {
+                            return encode(fe.first, wv, fe.second);
+                          }));
+        }
+        Reference ref_rows = make_reference_rows(shape.m, shape.k);
+        auto ref_w = reference_weight(w_host, ref_rows.rows);
+        if (!ref_w.ok()) return fatal(ref_w.status());
+        std::vector<HostMatrix> xs;
         for (int64_t n : opt.ns) {
-          HostMatrix x = patterns::dense_random(opt.dtype, n, shape.k, opt.seed * 1000003u + uint64_t(n));
-          auto ref = reference::matmul_f64(ref_w.value(), x.view());
+          xs.push_back(patterns::dense_random(opt.dtype, n, shape.k, opt.seed * 1000003u + uint64_t(n)));
+        }
+        std::vector<std::future<Result<std::vector<double>>>> refs;
+        for (const auto& x : xs) {
+          refs.push_back(std::async(std::launch::async, [&ref_w, &x] {
+            return reference::matmul_f64(ref_w.value(), x.view());
+          }));
+        }
+        std::map<std::string, WeightSet> weights;
+        for (auto& [key, fut] : encoded) {
+          auto host_weight = fut.get();
+          WeightSet ws;
+          if (host_weight.ok()) {
+            ws = upload_copies(host_weight.value(), info.l2_bytes);
+          } else {
+            ws.status = host_weight.status();
+          }
+          weights.emplace(key, std::move(ws));
+        }
+
+        for (size_t ni = 0; ni < opt.ns.size(); ++ni) {
+          const int64_t n = opt.ns[ni];
+          const HostMatrix& x = xs[ni];
+          auto ref = refs[ni].get();
           if (!ref.ok()) return fatal(ref.status());
           Reference r_all = ref_rows;
           r_all.y = std::move(ref).value();
@@ -490,9 +540,14 @@ int run_bench(const BenchOptions& opt) {
             r.kernel = c.kernel;
 
             const bool cusparse = c.kind == Candidate::Kind::cusparse;
-            EncodeOptions eo;
-            if (cusparse) eo.csr_index = csr::IndexWidth::bits32;
-            WeightSet& ws = weight_set(cusparse ? "csr32" : c.format, c.weight_format, eo);
+            if (c.weight_format == Format::nm && !nm_pattern) {
+              r.status = "skip";
+              r.note = "the nm format needs an N:M matrix: --pattern nm:N:M[:L]";
+              group.push_back(r);
+              print_row(r);
+              continue;
+            }
+            WeightSet& ws = weights.at(cusparse ? "csr32" : c.format);
             if (!ws.status.ok()) {
               r.status = "skip";
               r.note = "encode: " + ws.status.to_string();

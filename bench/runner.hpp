@@ -19,7 +19,7 @@ struct BenchOptions {
   std::string formats = "all";        // all | best | comma list of formats / kernel names
   DType dtype = DType::fp16;
   int reps = 50;
-  double row_budget_s = 0.25;  // timed replays per row beyond this only for fast rows (timing.hpp)
+  double row_budget_s = 0.1;   // timed replays per row beyond this only for fast rows (timing.hpp)
   uint64_t seed = 1;
   std::string json_path, csv_path;
   std::string command_line;

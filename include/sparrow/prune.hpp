@@ -7,6 +7,7 @@
 // position so results are deterministic.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -103,6 +104,9 @@ struct ModelPruneOptions {
   bool force = false;                // replace an existing output directory
   bool reprune = false;              // prune tensors that are already sparse enough
   uint64_t seed = 0;
+  // Checked between tensors: when it becomes non-zero (a signal handler sets it), the run stops
+  // with an error and removes its temporary directory.
+  const volatile std::sig_atomic_t* interrupted = nullptr;
 };
 
 struct LayerReport {

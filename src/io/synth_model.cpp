@@ -231,6 +231,7 @@ Status write_synthetic_model(const SynthOptions& o, const std::string& out_dir, 
   for (int s = 0; s < shards; ++s) {
     SPARROW_ASSIGN_OR_RETURN(SafetensorsWriter w, SafetensorsWriter::create((tmp / shard_name(s)).string()));
     for (; i < tensors.size() && shard_of[i] == s; ++i) {
+      if (o.interrupted && *o.interrupted) return Status(Code::io_error, "interrupted; nothing written");
       const SynthTensor& t = tensors[i];
       const uint64_t seed = o.seed * 0x100000001B3ull ^ fnv1a(t.name.data(), t.name.size());
       const std::vector<uint8_t> data = generate(t, o.dtype, seed, threads);

@@ -8,12 +8,17 @@
 
 namespace sparrow::kernels {
 
+Status run_tca_bme_mma(const Problem& p, Stream stream);    // tca_bme/spmm.cu
+Status run_tiled_csl_mma(const Problem& p, Stream stream);  // tiled_csl/spmm.cu
+
 const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
       {"dense.gemv", Format::dense, 1, 16, dense_gemv::run},
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
       {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run},
       {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
+      {"tca_bme.mma", Format::tca_bme, 8, 512, run_tca_bme_mma},
+      {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},
       // cuBLAS: the baseline and the dense fallback (prefill-sized N too).
       {"dense.cublas", Format::dense, 1, 1 << 20, &dense_cublas},
   };

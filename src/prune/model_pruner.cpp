@@ -385,6 +385,7 @@ Result<ModelPruneReport> prune_model(
     const std::vector<std::string>& names = by_shard[s];
     size_t i = 0;
     while (i < names.size()) {
+      if (o.interrupted && *o.interrupted) return Status(Code::io_error, "interrupted; nothing written");
       if (!candidates.count(names[i])) {
         SPARROW_RETURN_IF_ERROR(copy_tensor(writer, meta, names[i]));
         after_tensor(names[i++]);

@@ -20,48 +20,68 @@ TEST(DecodeLaunch, TokenBuckets) {
 }
 
 TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
-  // 4096 x 4096 on 132 SMs: 256 row tiles; 132 * 32 / 256 -> 17 warps wanted, capped at 8.
-  auto a = dense_gemv::plan(4096, 4096, 132);
+  // 4096 x 4096 on 132 SMs: 256 row tiles; ceil(132 * 32 / 256) = 17 warps wanted, capped at 8.
+  auto a = dense_gemv::plan(4096, 4096, 132, 1);
   EXPECT_EQ(a.blocks, 256);
   EXPECT_EQ(a.warps, dense_gemv::Config::kMaxWarps);
+  // Two M tiles per block (9..16 tokens): half the blocks.
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).blocks, 128);
+  EXPECT_EQ(dense_gemv::plan(4097, 4096, 132, 2).blocks, 129);
   // Many rows, few SMs: one warp per block is enough to fill the device.
-  auto b = dense_gemv::plan(28672, 8192, 8);
+  auto b = dense_gemv::plan(28672, 8192, 8, 1);
   EXPECT_EQ(b.blocks, 1792);
   EXPECT_EQ(b.warps, 1);
   // A K of one step cannot use more than one warp.
-  auto c = dense_gemv::plan(7, 8, 132);
+  auto c = dense_gemv::plan(7, 8, 132, 1);
   EXPECT_EQ(c.blocks, 1);
   EXPECT_EQ(c.warps, 1);
   // 11008 rows: 688 tiles, ceil(132*32/688) = 7 warps.
-  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132).warps, 7);
-  EXPECT_GE(dense_gemv::plan(1, 1, 0).warps, 1);  // a bogus SM count still gives a launch
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 1).warps, 7);
+  EXPECT_GE(dense_gemv::plan(1, 1, 0, 1).warps, 1);  // a bogus SM count still gives a launch
 }
 
 TEST(DecodeLaunch, TcaBmePlan) {
   auto a = tca_bme_decode::plan(4096, 64, 132);
   EXPECT_EQ(a.blocks, 256);
-  EXPECT_EQ(a.warps, 8);
+  EXPECT_EQ(a.warps, 16);
   auto b = tca_bme_decode::plan(130, 2, 132);  // only two groups along K: two warps
   EXPECT_EQ(b.blocks, 9);
   EXPECT_EQ(b.warps, 2);
 }
 
-TEST(DecodeLaunch, MackoPlanStagesXOnlyWhenItFits) {
-  const int smem_block = 227 * 1024, smem_sm = 228 * 1024;
-  // K = 4096, 8 tokens, fp16: X^T is 64 KiB, staged; 3 such blocks fit an SM.
-  auto a = macko_warp_row::plan(11008, 4096, 8, 2, 132, smem_block, smem_sm);
+TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {
+  const int h100 = 227 * 1024;
+  // K = 4096 fp16: X^T of 16 tokens is 128 KiB: one pass of 16.
+  auto a = macko_warp_row::token_passes(4096, 2, h100);
+  EXPECT_EQ(a.tokens, 16);
+  EXPECT_TRUE(a.staged);
+  // K = 11008: 16 tokens need 344 KiB, 8 need 172 KiB: passes of 8.
+  EXPECT_EQ(macko_warp_row::token_passes(11008, 2, h100).tokens, 8);
+  // A device with 48 KiB per block and K = 8192: passes of 1 (16 KiB) ... 4 needs 64 KiB.
+  EXPECT_EQ(macko_warp_row::token_passes(8192, 2, 48 * 1024).tokens, 1);
+  // The staged X^T is K rounded up to 64 columns.
+  EXPECT_EQ(macko_warp_row::x_staged_columns(1), 64);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4096), 4096);
+  EXPECT_EQ(macko_warp_row::x_staged_columns(4097), 4160);
+  // Not even one token fits: gather X, 16 tokens per pass.
+  auto d = macko_warp_row::token_passes(200000, 2, h100);
+  EXPECT_FALSE(d.staged);
+  EXPECT_EQ(d.tokens, 16);
+}
+
+TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
+  // 11008 rows, 3 blocks of 16 warps per SM on 132 SMs: 6336 warps would give some warps 2 rows
+  // and others 1; instead 5504 warps take exactly 2 rows each: 344 blocks.
+  auto a = macko_warp_row::plan(11008, 132, 3, 64 * 1024);
   EXPECT_TRUE(a.x_shared);
-  EXPECT_EQ(a.smem_bytes, 64 * 1024);
-  EXPECT_EQ(a.blocks, 132 * 3);
-  // K = 11008, 16 tokens: 344 KiB, gathered through L1 instead; 4 blocks per SM.
-  auto b = macko_warp_row::plan(4096, 11008, 16, 2, 132, smem_block, smem_sm);
-  EXPECT_FALSE(b.x_shared);
-  EXPECT_EQ(b.smem_bytes, 0);
-  EXPECT_EQ(b.blocks, 4096 / 16);  // fewer rows than the persistent grid would hold
-  // A device with 48 KiB per block never stages more than that.
-  auto c = macko_warp_row::plan(100000, 8192, 4, 2, 10, 48 * 1024, 64 * 1024);
-  EXPECT_FALSE(c.x_shared);
-  EXPECT_EQ(c.blocks, 10 * macko_warp_row::Config::kMaxBlocksPerSm);
+  EXPECT_EQ(a.blocks, 344);
+  // Fewer rows than resident warps: one row per warp.
+  EXPECT_EQ(macko_warp_row::plan(4096, 132, 2, 0).blocks, 4096 / 16);
+  // The occupancy is capped at kMaxBlocksPerSm and floored at 1.
+  EXPECT_EQ(macko_warp_row::plan(1000000, 10, 99, 0).blocks,
+            10 * macko_warp_row::Config::kMaxBlocksPerSm);
+  EXPECT_EQ(macko_warp_row::plan(1000000, 10, 0, 0).blocks, 10);
+  EXPECT_EQ(macko_warp_row::plan(1, 132, 4, 0).blocks, 1);
 }
 
 TEST(DecodeLaunch, CsrBlocks) {

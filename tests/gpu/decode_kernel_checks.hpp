@@ -174,6 +174,8 @@ inline void check_graph_replay(const char* name, Format f, DType t) {
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     y_direct.poison();
     y_graph.poison();
+    // poison() runs on the legacy stream, which a non-blocking stream does not wait for.
+    CUDA_OK(cudaDeviceSynchronize());
     ASSERT_TRUE(k.run(kernels::Problem{dw.value(), dx.view, y_direct.view, opt}, s).ok());
     CUDA_OK(cudaStreamSynchronize(s));
     cudaGraph_t graph;

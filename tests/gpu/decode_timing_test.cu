@@ -98,17 +98,26 @@ TEST(DecodeTiming, KernelsVsCublas) {
   std::printf("streaming read bandwidth: %.0f GB/s\n", bw);
   cublasHandle_t h;
   ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
-  std::printf("%-15s %6s %6s %3s %5s %10s %9s %8s %7s %8s\n", "kernel", "M", "K", "N", "spars",
+  std::printf("%-15s %6s %6s %3s %5s %3s %10s %9s %8s %7s %8s\n", "kernel", "M", "K", "N", "spars", "pat",
               "bytes", "us", "GB/s", "%floor", "vs cuBLAS");
-  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {11008, 4096}};
+  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
   for (const auto& shape : shapes) {
     const int64_t m = shape.first, k = shape.second;
-    for (double sp : {0.5, 0.7, 0.9}) {
-      const HostMatrix hw = patterns::random(DType::fp16, m, k, sp, 11);
-      double cublas_us[2] = {0, 0};
+    for (int variant = 0; variant < 5; ++variant) {
+      // random at 50/70/90 %, and magnitude (uneven rows) at 50/70 % on 11008 x 4096 only.
+      const bool magnitude = variant >= 3;
+      if (magnitude && m != 11008) continue;
+      const double sp = magnitude ? (variant == 3 ? 0.5 : 0.7) : (variant == 0 ? 0.5 : variant == 1 ? 0.7 : 0.9);
+      const HostMatrix hw = magnitude ? patterns::magnitude(DType::fp16, m, k, sp, 11)
+                                      : patterns::random(DType::fp16, m, k, sp, 11);
+      const char* pat = magnitude ? "mag" : "rnd";
+      double cublas_us[3] = {0, 0, 0};
       for (const char* name : {"cublas", "dense.gemv", "macko.warp_row", "tca_bme.decode",
                                "csr.vector"}) {
         const bool is_cublas = std::string(name) == "cublas";
+        // SPARROW_DECODE_TIMING_ONLY=<kernel name>: time only that kernel (and cuBLAS).
+        const char* only = std::getenv("SPARROW_DECODE_TIMING_ONLY");
+        if (!is_cublas && only && *only && std::string(only) != name) continue;
         const kernels::KernelInfo* ki = is_cublas ? nullptr : kernels::find_kernel(name);
         const Format f = is_cublas ? Format::dense : ki->format;
         auto enc = encode(f, hw.view());
@@ -121,8 +130,8 @@ TEST(DecodeTiming, KernelsVsCublas) {
           ASSERT_TRUE(dw.ok());
           dws.push_back(std::move(dw).value());
         }
-        for (int ni = 0; ni < 2; ++ni) {
-          const int n = ni == 0 ? 1 : 8;
+        for (int ni = 0; ni < 3; ++ni) {
+          const int n = ni == 0 ? 1 : ni == 1 ? 8 : 16;
           test::DeviceMatrix x =
               test::DeviceMatrix::upload(patterns::dense_random(DType::fp16, n, k, 12));
           test::DeviceMatrix y = test::DeviceMatrix::alloc(DType::fp16, n, m);
@@ -145,8 +154,8 @@ TEST(DecodeTiming, KernelsVsCublas) {
             });
           }
           const double floor_us = double(bytes) / bw / 1e3;
-          std::printf("%-15s %6lld %6lld %3d %5.2f %10zu %9.2f %8.0f %6.0f%% %8.2fx\n", name,
-                      (long long)m, (long long)k, n, sp, bytes, us, double(bytes) / us / 1e3,
+          std::printf("%-15s %6lld %6lld %3d %5.2f %3s %10zu %9.2f %8.0f %6.0f%% %8.2fx\n", name,
+                      (long long)m, (long long)k, n, sp, pat, bytes, us, double(bytes) / us / 1e3,
                       100.0 * floor_us / us, cublas_us[ni] / us);
           std::fflush(stdout);
         }

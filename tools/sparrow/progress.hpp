@@ -4,10 +4,20 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 
 namespace sparrow::cli {
+
+// Ctrl-C / SIGTERM during a long write: the handler only sets this flag; the library stops at
+// the next tensor and removes its temporary directory.
+inline volatile std::sig_atomic_t g_interrupted = 0;
+inline void install_interrupt_handler() {
+  auto handler = [](int) { g_interrupted = 1; };
+  std::signal(SIGINT, handler);
+  std::signal(SIGTERM, handler);
+}
 
 class ProgressBar {
  public:

@@ -57,6 +57,8 @@ int run_prune(const PruneArgs& a) {
   o.reprune = a.reprune;
   o.seed = a.seed;
 
+  install_interrupt_handler();
+  o.interrupted = &g_interrupted;
   ProgressBar bar("prune");
   auto r = prune::prune_model(o, [&](size_t done, size_t total, const std::string& name) {
     bar.update(double(done) / double(total), name);

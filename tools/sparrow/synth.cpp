@@ -64,6 +64,8 @@ int run_synth(const SynthArgs& a) {
   }
   o.seed = a.seed;
   if (a.shard_mb >= 0) o.max_shard_bytes = uint64_t(a.shard_mb * 1024 * 1024);
+  install_interrupt_handler();
+  o.interrupted = &g_interrupted;
   ProgressBar bar("synth");
   Status s = io::write_synthetic_model(o, a.out, a.force, [&](uint64_t done, uint64_t total,
                                                              const std::string& name) {

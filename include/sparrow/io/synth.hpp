@@ -4,6 +4,7 @@
 // in real models. Written tensor by tensor: memory is about one tensor, whatever the model size.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,6 +20,8 @@ struct SynthOptions {
   uint64_t seed = 1;
   uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; else shards + index
   int threads = 0;               // 0: hardware concurrency
+  // Checked between tensors; non-zero stops the run (temporary directory removed).
+  const volatile std::sig_atomic_t* interrupted = nullptr;
 };
 
 // "tiny" (2 layers, hidden 256, ~3.4 MB), "llama2-7b", "llama3-8b". Error lists the presets.

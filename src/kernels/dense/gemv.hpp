@@ -9,23 +9,25 @@
 namespace sparrow::kernels::dense_gemv {
 
 struct Config {
-  static constexpr int kRowsPerBlock = 16;    // one mma.m16n8k16 M tile
+  static constexpr int kRowsPerTile = 16;     // one mma.m16n8k16 M tile; a block has 1 or 2
   static constexpr int kStepK = 32;           // K elements a warp consumes per step (4 lanes x 8)
   static constexpr int kStepsInFlight = 4;    // steps whose loads a lane issues before any mma
   static constexpr int kMaxWarps = 8;         // warps of a block, splitting K between them
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
+  // ~32 warps per SM in total. Measured (bench/NOTES-decode.md): sizing blocks for exactly one
+  // wave of resident warps instead (3 warps per block on 11008 rows) was 3 % slower.
   static constexpr int kTargetWarpsPerSm = 32;
 };
 
 struct LaunchPlan {
-  int64_t blocks = 0;  // one per 16-row tile of W
+  int64_t blocks = 0;  // one per 16 * m_tiles rows of W
   int warps = 0;       // warps per block (K split)
 };
 
-// Launch shape for an M x K weight (ld = K rounded up to 8) on a device with `sm_count` SMs:
-// enough warps in total to keep ~kTargetWarpsPerSm warps per SM streaming, but no more warps per
-// block than there are K steps to share.
-LaunchPlan plan(int64_t m, int64_t ld, int sm_count);
+// Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
+// a device with `sm_count` SMs: ~kTargetWarpsPerSm warps per SM, no more warps per block than
+// there are K steps to share.
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
 Status run(const Problem& p, Stream stream);
 

@@ -4,8 +4,9 @@
 // or past its end (the neighbouring rows') are masked: they add nothing to the column count and
 // are not multiplied. Columns: each entry advances the column by delta + 1; a lane sums its own 8,
 // a warp inclusive scan gives the lane's start, and the last lane's total carries to the next
-// step. X is staged transposed in shared memory (X^T[k][token]) when it fits, so one column's
-// N token values come in one 2/8/16/32-byte shared load; else it is gathered through L1.
+// step. Each lane loads kStepsInFlight steps ahead; interior steps skip the range masks. X is
+// staged transposed in shared memory (X^T[k][token]) so one column's tokens come in one
+// 2/8/16/32-byte shared load; the token count per launch is what fits (token_passes).
 #include "kernels/macko/warp_row.hpp"
 
 #include <algorithm>
@@ -22,12 +23,27 @@ using namespace decode;
 
 namespace {
 
+// X^T slot of column c. A lane's entries sit ~1/density columns after the previous lane's, so
+// with a plain layout the 32 lanes' shared loads fall into the same few banks (at 50 % density and
+// 8 tokens, 16 columns x 16 B = 256 B apart: all in one 16-byte bank group). XOR-ing the bits that
+// select the 128-byte row into the bits that select the bank group spreads them; the map only
+// permutes columns inside aligned groups of 64 / NB, so X^T is sized to K rounded up to 64.
+// One token: no swizzle. Its 2-byte loads conflict less (8 columns share a 16-byte bank group),
+// and the 3 extra integer instructions per entry cost more than they saved: measured 23 % slower
+// at N = 1 (the one-token loop is instruction-bound, see bench/NOTES-decode.md).
+template <int NB>
+__device__ __forceinline__ uint32_t x_slot(uint32_t c) {
+  if constexpr (NB == 1) return c;
+  constexpr int kBits = NB == 4 ? 4 : NB == 8 ? 3 : 2;  // log2(64 / NB)
+  return c ^ ((c >> kBits) & ((1u << kBits) - 1));
+}
+
 // The NB token values of column `col` as floats.
 template <class T, int NB, bool XS>
 __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, int64_t ldx, int n,
-                                         int64_t col, float (&xf)[NB]) {
+                                         uint32_t col, float (&xf)[NB]) {
   if constexpr (XS) {
-    const T* p = xs + col * NB;
+    const T* p = xs + x_slot<NB>(col) * uint32_t(NB);
     if constexpr (NB == 1) {
       xf[0] = to_float(p[0]);
     } else {
@@ -55,74 +71,173 @@ __device__ __forceinline__ void x_column(const T* xs, const T* __restrict__ x, i
   }
 }
 
+// Column c's NB tokens as one 2/8/16/32-byte store into X^T (no bank conflicts).
+template <int NB>
+__device__ __forceinline__ void store_column(void* xs, int64_t c, const uint16_t (&e)[NB]) {
+  if constexpr (NB == 1) {
+    reinterpret_cast<uint16_t*>(xs)[c] = e[0];
+  } else {
+    uint32_t w[NB / 2];
+#pragma unroll
+    for (int i = 0; i < NB / 2; ++i) w[i] = e[2 * i] | (uint32_t(e[2 * i + 1]) << 16);
+    if constexpr (NB == 4) {
+      reinterpret_cast<uint2*>(xs)[c] = make_uint2(w[0], w[1]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < NB / 8; ++q) {
+        reinterpret_cast<uint4*>(xs)[c * (NB / 8) + q] =
+            make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+      }
+    }
+  }
+}
+
+// X (n x k, tokens >= n as zeros) -> shared X^T (k, NB). Every block does this before its rows,
+// all at the same time, so it must cost one memory round trip, not one per column batch: with
+// 16-byte X rows each thread loads 8 columns of all NB tokens at once (K = 4096 is one pass of
+// 512 threads), then writes them column by column.
+template <class T, int NB>
+__device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ x, int64_t ldx,
+                                                   int n, int64_t k, bool x_vec) {
+  if (x_vec) {
+    for (int64_t c0 = int64_t(threadIdx.x) * 8; c0 < k; c0 += int64_t(blockDim.x) * 8) {
+      uint4 r[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        r[j] = make_uint4(0, 0, 0, 0);
+        if (j < n) {
+          const T* row = x + int64_t(j) * ldx + c0;
+          if (c0 + 8 <= k) {
+            r[j] = __ldg(reinterpret_cast<const uint4*>(row));
+          } else {
+            uint16_t e8[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) e8[q] = c0 + q < k ? bits_of(row[q]) : uint16_t(0);
+            r[j] = make_uint4(e8[0] | (uint32_t(e8[1]) << 16), e8[2] | (uint32_t(e8[3]) << 16),
+                              e8[4] | (uint32_t(e8[5]) << 16), e8[6] | (uint32_t(e8[7]) << 16));
+          }
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (c0 + q >= k) break;
+        uint16_t e[NB];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+          const uint32_t word = q < 2 ? r[j].x : q < 4 ? r[j].y : q < 6 ? r[j].z : r[j].w;
+          e[j] = uint16_t(q & 1 ? word >> 16 : word & 0xFFFFu);
+        }
+        store_column<NB>(xs, x_slot<NB>(uint32_t(c0 + q)), e);
+      }
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+      uint16_t e[NB];
+#pragma unroll
+      for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
+      store_column<NB>(xs, x_slot<NB>(uint32_t(c)), e);
+    }
+  }
+}
+
+// One step: this lane's 8 entries starting at `base` (values `v`, deltas `d`). MASKED: the step
+// may hold entries of neighbouring rows (the row's first and last steps); interior steps skip the
+// per-entry range test. 32-bit index arithmetic throughout (entries and columns fit: row_ptr is
+// 32-bit), which halves the integer work of the 64-bit version.
+template <class T, int NB, bool XS, bool MASKED>
+__device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uint32_t base,
+                                            uint32_t s, uint32_t e, uint32_t k, int lane,
+                                            uint32_t& carry, const T* xs, const T* x, int64_t ldx,
+                                            int n, float (&acc)[NB]) {
+  uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
+  uint32_t run = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    uint32_t inc = ((d >> (4 * i)) & 0xFu) + 1u;
+    if (MASKED) inc = (base + i >= s && base + i < e) ? inc : 0u;
+    run += inc;
+    pre[i] = run;
+  }
+  const uint32_t incl = warp_inclusive_scan(run, lane);
+  const uint32_t col0 = carry + (incl - run) - 1u;  // wraps to 0xFFFFFFFF + pre: still exact
+  carry += __shfl_sync(0xffffffffu, incl, 31);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t col = col0 + pre[i];
+    bool use = col < k;  // always true for a valid weight; guards the shared-memory read
+    if (MASKED) use = use && base + i >= s && base + i < e;
+    if (use) {
+      const float2 pair = unpack2<T>(words[i / 2]);
+      const float wv = (i & 1) ? pair.y : pair.x;
+      float xf[NB];
+      x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
+    }
+  }
+}
+
 template <class T, int NB, bool XS>
-__global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_blocks_per_sm(NB))
     macko_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                  const uint8_t* __restrict__ deltas, int64_t m, int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
-                 const T* __restrict__ bias, bool accumulate) {
+                 const T* __restrict__ bias, bool accumulate, bool x_vec) {
   extern __shared__ uint4 smem[];
   T* xs = reinterpret_cast<T*>(smem);  // (K, NB) X^T, tokens >= n zero
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (XS) {
-    for (int j = 0; j < NB; ++j) {
-      for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-        xs[c * NB + j] = j < n ? x[int64_t(j) * ldx + c] : from_float<T>(0.f);
-      }
-    }
+    stage_x_transposed<T, NB>(xs, x, ldx, n, k, x_vec);
     __syncthreads();
   }
 
-  for (int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp; row < m;
-       row += int64_t(gridDim.x) * Config::kWarpsPerBlock) {
-    const int64_t s = row_ptr[row], e = row_ptr[row + 1];
+  // The next row's extent is loaded while this row streams, so a row costs one round trip for
+  // its entries, not two (row_ptr, then entries): that matters most at high sparsity, where a row
+  // is one or two steps.
+  const int64_t row_stride = int64_t(gridDim.x) * Config::kWarpsPerBlock;
+  int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp;
+  uint32_t s_next = 0, e_next = 0;
+  if (row < m) s_next = __ldg(row_ptr + row), e_next = __ldg(row_ptr + row + 1);
+  for (; row < m; row += row_stride) {
+    const uint32_t s = s_next, e = e_next;
+    if (row + row_stride < m) {
+      s_next = __ldg(row_ptr + row + row_stride);
+      e_next = __ldg(row_ptr + row + row_stride + 1);
+    }
     float acc[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
-    int64_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
+    uint32_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
 
-    int64_t wb = s & ~int64_t(Config::kChunk - 1);  // warp's first aligned index
-    // Software pipeline: the next step's loads are in flight while this one is decoded.
-    uint4 v_next = make_uint4(0, 0, 0, 0);
-    uint32_t d_next = 0;
-    if (wb + lane * Config::kChunk < e) {
-      v_next = load_stream16(vals + wb + lane * Config::kChunk);
-      d_next = load_stream4(deltas + (wb + lane * Config::kChunk) / 2);
-    }
-    for (; wb < e; wb += 32 * Config::kChunk) {
-      const int64_t base = wb + lane * Config::kChunk;
-      const uint4 v = v_next;
-      const uint32_t d = d_next;
-      const int64_t nb = base + 32 * Config::kChunk;
-      v_next = make_uint4(0, 0, 0, 0);
-      d_next = 0;
-      if (nb < e) {
-        v_next = load_stream16(vals + nb);
-        d_next = load_stream4(deltas + nb / 2);
+    // kStepsInFlight steps (256 entries each) are loaded before the first is decoded, so a row
+    // of up to 1024 entries costs one memory round trip.
+    constexpr int U = Config::kStepsInFlight;
+    constexpr uint32_t kStep = 32 * Config::kChunk;
+    for (uint32_t wb = s & ~uint32_t(Config::kChunk - 1); wb < e; wb += U * kStep) {
+      uint4 vs[U];
+      uint32_t ds[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint32_t base = wb + u * kStep + lane * Config::kChunk;
+        vs[u] = make_uint4(0, 0, 0, 0);
+        ds[u] = 0;
+        if (base < e) {
+          vs[u] = load_stream16(vals + base);
+          ds[u] = load_stream4(deltas + base / 2);
+        }
       }
-      uint32_t pre[8];  // inclusive sums of (delta + 1) over this lane's entries
-      uint32_t run = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const bool in = base + i >= s && base + i < e;
-        run += in ? ((d >> (4 * i)) & 0xFu) + 1u : 0u;
-        pre[i] = run;
-      }
-      const uint32_t incl = warp_inclusive_scan(run, lane);
-      const int64_t col0 = carry + int64_t(incl - run) - 1;
-      carry += __shfl_sync(0xffffffffu, incl, 31);
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const bool in = base + i >= s && base + i < e;
-        const int64_t col = col0 + pre[i];
-        if (in && col < k) {
-          const float2 pair = unpack2<T>(words[i / 2]);
-          const float wv = (i & 1) ? pair.y : pair.x;
-          float xf[NB];
-          x_column<T, NB, XS>(xs, x, ldx, n, col, xf);
-#pragma unroll
-          for (int j = 0; j < NB; ++j) acc[j] += wv * xf[j];
+      for (int u = 0; u < U; ++u) {
+        const uint32_t step0 = wb + u * kStep;
+        if (step0 >= e) break;  // warp-uniform
+        const uint32_t base = step0 + lane * Config::kChunk;
+        if (step0 >= s && step0 + kStep <= e) {
+          decode_step<T, NB, XS, false>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, x,
+                                        ldx, n, acc);
+        } else {
+          decode_step<T, NB, XS, true>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, x,
+                                       ldx, n, acc);
         }
       }
     }
@@ -138,36 +253,48 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
 }
 
 template <class T, int NB, bool XS>
-Status launch_one(const macko::Matrix& mm, const LaunchPlan& lp, const T* x, int64_t ldx, int nt,
-                  T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
+Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes, const T* x,
+                  int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                  Stream stream) {
   auto kernel = macko_kernel<T, NB, XS>;
-  if (lp.smem_bytes > 48 * 1024) {
+  if (smem_bytes > 48 * 1024) {
     SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, lp.smem_bytes));
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   }
-  kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, lp.smem_bytes, stream>>>(
+  // Blocks an SM holds at once (registers and shared memory), so the persistent grid is one wave.
+  int resident = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
+  const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
+  kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
       mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
-      nt, y, ldy, bias, accumulate);
+      nt, y, ldy, bias, accumulate,
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 8 == 0);
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();
 }
 
 template <class T, int NB>
-Status launch_bucket(const macko::Matrix& mm, const LaunchPlan& lp, const T* x, int64_t ldx,
-                     int nt, T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
-  if (lp.x_shared) return launch_one<T, NB, true>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-  return launch_one<T, NB, false>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
+Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, const T* x,
+                     int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                     Stream stream) {
+  if (staged) {
+    const int smem = int(x_staged_columns(mm.shape.cols) * NB * int64_t(sizeof(T)));
+    return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
+  }
+  return launch_one<T, NB, false>(mm, dev, 0, x, ldx, nt, y, ldy, bias, accumulate, stream);
 }
 
-// The one runtime-N -> template choice: token bucket, then where X lives.
+// The one runtime-N -> template choice: token bucket of this pass, X staged or gathered.
 template <class T>
-Status launch_pass(const macko::Matrix& mm, const LaunchPlan& lp, int nb, const T* x, int64_t ldx,
-                   int nt, T* y, int64_t ldy, const T* bias, bool accumulate, Stream stream) {
-  switch (nb) {
-    case 1: return launch_bucket<T, 1>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 4: return launch_bucket<T, 4>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    case 8: return launch_bucket<T, 8>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
-    default: return launch_bucket<T, 16>(mm, lp, x, ldx, nt, y, ldy, bias, accumulate, stream);
+Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, const T* x,
+                   int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
+                   Stream stream) {
+  switch (token_bucket(nt)) {
+    case 1: return launch_bucket<T, 1>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 4: return launch_bucket<T, 4>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    case 8: return launch_bucket<T, 8>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
+    default: return launch_bucket<T, 16>(mm, dev, staged, x, ldx, nt, y, ldy, bias, accumulate, stream);
   }
 }
 
@@ -176,12 +303,10 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  for (int64_t t0 = 0; t0 < p.n(); t0 += kMaxTokensPerPass) {
-    const int nt = int(std::min<int64_t>(kMaxTokensPerPass, p.n() - t0));
-    const int nb = token_bucket(nt);
-    const LaunchPlan lp = plan(mm.shape.rows, mm.shape.cols, nb, int(sizeof(T)), dev.sm_count,
-                               dev.max_smem_per_block, dev.max_smem_per_sm);
-    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, lp, nb, x + t0 * p.x.ld, p.x.ld, nt,
+  const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
+  for (int64_t t0 = 0; t0 < p.n(); t0 += tp.tokens) {
+    const int nt = int(std::min<int64_t>(tp.tokens, p.n() - t0));
+    SPARROW_RETURN_IF_ERROR(launch_pass<T>(mm, dev, tp.staged, x + t0 * p.x.ld, p.x.ld, nt,
                                            y + t0 * p.y.ld, p.y.ld, bias, p.opt.accumulate,
                                            stream));
   }
@@ -190,20 +315,26 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-LaunchPlan plan(int64_t m, int64_t k, int nb, int es, int sm_count, int smem_per_block,
-                int smem_per_sm) {
-  LaunchPlan lp;
-  const int64_t xs_bytes = k * nb * es;
-  const int64_t budget = std::min<int64_t>(Config::kXSharedBudget, smem_per_block);
-  lp.x_shared = xs_bytes <= budget;
-  lp.smem_bytes = lp.x_shared ? int(xs_bytes) : 0;
-  int per_sm = Config::kMaxBlocksPerSm;
-  if (lp.x_shared && lp.smem_bytes > 0) {
-    // Leave 1 KiB per block for the runtime's own reservation.
-    per_sm = int(std::clamp<int64_t>(smem_per_sm / (lp.smem_bytes + 1024), 1, per_sm));
+int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }
+
+TokenPasses token_passes(int64_t k, int es, int smem_per_block) {
+  for (int nb : {16, 8, 4, 1}) {
+    if (x_staged_columns(k) * nb * es <= int64_t(smem_per_block)) return {nb, true};
   }
-  const int64_t needed = (m + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock;
-  lp.blocks = std::max<int64_t>(1, std::min<int64_t>(needed, int64_t(std::max(sm_count, 1)) * per_sm));
+  return {kMaxTokensPerPass, false};
+}
+
+LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes) {
+  LaunchPlan lp;
+  lp.x_shared = smem_bytes > 0;
+  lp.smem_bytes = smem_bytes;
+  const int per_sm = std::clamp(resident_blocks_per_sm, 1, Config::kMaxBlocksPerSm);
+  // Every warp gets the same number of rows (the last ones at most one fewer): a warp with one
+  // row more than the others would set the kernel's time.
+  const int64_t max_warps = int64_t(std::max(sm_count, 1)) * per_sm * Config::kWarpsPerBlock;
+  const int64_t rows_per_warp = (m + max_warps - 1) / max_warps;
+  const int64_t warps = (m + rows_per_warp - 1) / rows_per_warp;
+  lp.blocks = std::max<int64_t>(1, (warps + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock);
   return lp;
 }
 

@@ -12,20 +12,35 @@ namespace sparrow::kernels::macko_warp_row {
 struct Config {
   static constexpr int kWarpsPerBlock = 16;
   static constexpr int kMaxBlocksPerSm = 4;            // 64 warps: the SM's limit
+  // Register cap via __launch_bounds__: up to 8 tokens 64 registers, 2 blocks (32 warps) per SM;
+  // 16 tokens as many as needed (X^T takes up to 128 KB of shared memory then: one block per SM).
+  // Capping one token at 42 registers (3 blocks) spilled the prefetched loads to local memory.
+  static constexpr int min_blocks_per_sm(int nb) { return nb <= 8 ? 2 : 1; }
   static constexpr int kChunk = 8;                     // entries a lane decodes per step (16 B)
-  static constexpr int kXSharedBudget = 96 * 1024;     // bytes of X^T a block may stage
+  static constexpr int kStepsInFlight = 4;             // steps loaded before the first is used
 };
 
 struct LaunchPlan {
-  int64_t blocks = 0;     // persistent: each warp then strides over rows
+  int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
   bool x_shared = false;  // X^T staged in shared memory (else gathered through L1)
   int smem_bytes = 0;
 };
 
-// For M rows, K columns, token bucket nb (1, 4, 8, 16) and element size es, on a device with the
-// given SM count and shared memory per block (opt-in) and per SM.
-LaunchPlan plan(int64_t m, int64_t k, int nb, int es, int sm_count, int smem_per_block,
-                int smem_per_sm);
+// How many tokens one launch handles. X^T (K x tokens) is staged in shared memory, so the
+// bucket is the largest of 16, 8, 4, 1 whose X^T fits the per-block limit (more tokens then run
+// as further passes over W: re-reading W beats gathering X through L1 per entry, which measured
+// 10x slower at N = 16). When not even one token fits (K > ~110 K on an H100), X is gathered.
+struct TokenPasses {
+  int tokens = 16;
+  bool staged = true;
+};
+TokenPasses token_passes(int64_t k, int es, int smem_per_block);
+// Columns of the staged X^T: K rounded up to 64 (the bank swizzle permutes within groups of 64).
+int64_t x_staged_columns(int64_t k);
+
+// Grid for M rows when `resident_blocks_per_sm` blocks of the chosen instance fit an SM (from the
+// occupancy calculator): one wave, with the same number of rows for every warp.
+LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes);
 
 Status run(const Problem& p, Stream stream);
 

@@ -56,21 +56,34 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
                const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                const T* __restrict__ bias, bool accumulate, bool x_al4) {
   __shared__ uint4 strip_vals[Config::kMaxWarps][Config::kStripChunks];  // per warp
-  __shared__ float partial[Config::kMaxWarps][NT * 4][32];
+  // The final reduction reuses the value buffers (after a barrier): 16 KB fit in 33 KB.
+  static_assert(sizeof(float) * Config::kMaxWarps * NT * 4 * 32 <= sizeof(strip_vals), "");
+  auto partial = reinterpret_cast<float (*)[NT * 4][32]>(&strip_vals[0][0]);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t gm = blockIdx.x / 4;
   const int tm = blockIdx.x % 4;
   const uint16_t* sv = reinterpret_cast<const uint16_t*>(strip_vals[warp]);
 
-  float acc[NT][4];
+  float acc[1][NT][4];  // one 16-row M tile
 #pragma unroll
-  for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int j = 0; j < NT; ++j) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.f;
 
+  // The next group's bitmaps and offset are loaded while this group's values are fetched.
+  uint4 bm_next = make_uint4(0, 0, 0, 0);
+  uint32_t gbase_next = 0;
+  if (warp < groups_k) {
+    bm_next = load_stream16(bitmaps + (gm * groups_k + warp) * 64 + lane * 2);
+    gbase_next = group_offsets[gm * groups_k + warp];
+  }
   for (int64_t gk = warp; gk < groups_k; gk += warps) {
-    const int64_t grp = gm * groups_k + gk;
-    const uint4 bm2 = load_stream16(bitmaps + grp * 64 + lane * 2);  // bitmaps 2l, 2l+1
-    const uint32_t gbase = group_offsets[grp];
+    const uint4 bm2 = bm_next;  // bitmaps 2l, 2l+1 of group gk
+    const uint32_t gbase = gbase_next;
+    if (gk + warps < groups_k) {
+      const int64_t nxt = gm * groups_k + gk + warps;
+      bm_next = load_stream16(bitmaps + nxt * 64 + lane * 2);
+      gbase_next = group_offsets[nxt];
+    }
     const uint64_t bm_lo = (uint64_t(bm2.y) << 32) | bm2.x, bm_hi = (uint64_t(bm2.w) << 32) | bm2.z;
     const uint32_t pc = __popcll(bm_lo) + __popcll(bm_hi);
     const uint32_t incl = warp_inclusive_scan(pc, lane);
@@ -81,8 +94,20 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     const int64_t vstart = int64_t(gbase) + strip_first;
     const int64_t aligned = vstart & ~int64_t(7);
     const int chunks = int((vstart + (strip_end - strip_first) - aligned + 7) / 8);
-    for (int c = lane; c < chunks; c += 32) {
-      strip_vals[warp][c] = load_stream16(values + aligned + int64_t(c) * 8);
+    {
+      // All of the strip's chunks (<= 129: 5 per lane) in flight before the first store.
+      constexpr int kPerLane = (Config::kStripChunks + 31) / 32;
+      uint4 buf[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) buf[i] = load_stream16(values + aligned + int64_t(c) * 8);
+      }
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) strip_vals[warp][c] = buf[i];
+      }
     }
     __syncwarp();
     const int skew = int(vstart - aligned);
@@ -109,12 +134,13 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           xb0 = load_x2(xrow, kc, k, x_al4);
           xb1 = load_x2(xrow, kc + 8, k, x_al4);
         }
-        mma_16816<T>(acc[j], a, xb0, xb1);
+        mma_16816<T>(acc[0][j], a, xb0, xb1);
       }
     }
     __syncwarp();  // the buffer is refilled for the next group
   }
-  reduce_tile_and_store<T, NT, Config::kMaxWarps>(partial, acc, int64_t(blockIdx.x) * 16, m, n, y,
+  __syncthreads();  // every warp is done with its value buffer before `partial` overwrites it
+  reduce_tile_and_store<T, 1, NT>(partial, acc, int64_t(blockIdx.x) * 16, m, n, y,
                                                   ldy, bias, accumulate);
 }
 

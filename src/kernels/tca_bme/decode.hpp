@@ -11,7 +11,7 @@ namespace sparrow::kernels::tca_bme_decode {
 
 struct Config {
   static constexpr int kRowsPerBlock = 16;   // one tensor-core strip of a 64-row group row
-  static constexpr int kMaxWarps = 8;        // warps of a block, splitting the groups along K
+  static constexpr int kMaxWarps = 16;       // warps of a block, splitting the groups along K
   static constexpr int kTokensPerPass = 16;  // two mma N tiles
   static constexpr int kTargetWarpsPerSm = 32;
   // Values of one strip of one group: at most 16 x 64, plus one chunk for 16-byte alignment.

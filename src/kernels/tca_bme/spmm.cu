@@ -1,0 +1,45 @@
+// tca_bme.mma run function: argument checks, then the dtype's launcher (spmm_kernel.cuh).
+#include <cstdint>
+#include <variant>
+
+#include "kernels/kernel.hpp"
+#include "kernels/tca_bme/spmm.hpp"
+#include "kernels/tca_bme/spmm_kernel.cuh"
+
+namespace sparrow::kernels {
+
+Status run_tca_bme_mma(const Problem& p, Stream stream) {
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme));
+  const auto& w = std::get<tca_bme::Matrix>(p.w);
+  const Shape& s = w.shape;
+  if (s.dtype != DType::fp16 && s.dtype != DType::bf16) {
+    return invalid_argument("tca_bme.mma: fp16 or bf16 only");
+  }
+  if (s.rows > INT32_MAX || s.cols > INT32_MAX || p.n() > INT32_MAX ||
+      w.groups_m > 65535) {
+    return invalid_argument("tca_bme.mma: M, K and N must be below 2^31 and M below 65535 * 64");
+  }
+  if (w.groups_m != (s.rows + 63) / 64 || w.groups_k != (s.cols + 63) / 64 ||
+      w.group_offsets.size() != size_t(w.groups() + 1) ||
+      w.bitmaps.size() != size_t(w.groups() * 64)) {
+    return invalid_argument("tca_bme.mma: the weight's arrays do not match its shape");
+  }
+  tca_bme_mma::WeightArgs wa{w.bitmaps.data(), w.group_offsets.data(), w.values.data(),
+                             int(w.groups_k)};
+  tc::XYArgs a{};
+  a.x = static_cast<const uint16_t*>(p.x.data);
+  a.y = p.y.data;
+  a.bias = p.opt.bias;
+  a.ldx = p.x.ld;
+  a.ldy = p.y.ld;
+  a.n = int(p.n());
+  a.m = int(s.rows);
+  a.k = int(s.cols);
+  a.accumulate = p.opt.accumulate;
+  a.x_vec = reinterpret_cast<uintptr_t>(p.x.data) % 16 == 0 && p.x.ld % 8 == 0;
+  auto* st = reinterpret_cast<cudaStream_t>(stream);
+  return s.dtype == DType::bf16 ? tca_bme_mma::launch_bf16(wa, a, int(w.groups_m), st)
+                                : tca_bme_mma::launch_fp16(wa, a, int(w.groups_m), st);
+}
+
+}  // namespace sparrow::kernels

@@ -1,0 +1,95 @@
+// Host side shared by the tensor-core SpMM launchers: the split-K choice and a launch that puts
+// the split-K blocks of one output tile into one thread-block cluster (sm_90), where the epilogue
+// reduces them through distributed shared memory (see store_output in mma.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/cuda_check.hpp"
+#include "kernels/tensor_core/mma.cuh"
+
+namespace sparrow::kernels::tc {
+
+// The portable cluster size limit. 16-block clusters (H100's non-portable limit) were measured
+// slower: 4096x4096 N=8 tca_bme 23.0 us with up to 16 splits vs 19.9 us with up to 8
+// (bench/NOTES-tc.md): per-block prologue/epilogue costs grow with the split count.
+constexpr int kMaxSplits = 8;
+constexpr int kMinStepsPerSplit = 4;  // below this the pipeline prologue dominates a split
+
+struct DeviceInfo {
+  int sms = 0;
+  int major = 0;
+};
+
+inline Status device_info(DeviceInfo& d) {
+  int dev = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
+  return Status::success();
+}
+
+// How many blocks split K for one output tile: enough that the grid fills every resident block
+// slot once (a memory-bound kernel needs the whole chip's loads in flight), capped by the cluster
+// size and so that every split still has a few k steps. Split-K needs clusters (sm_90).
+// SPARROW_TC_MAX_SPLITS=<n> caps it (experiments: 1 turns split-K and clusters off).
+inline int max_splits_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_TC_MAX_SPLITS");
+    return e ? std::max(1, std::atoi(e)) : kMaxSplits;
+  }();
+  return v;
+}
+
+inline int choose_splits(const DeviceInfo& d, int blocks_per_sm, int64_t output_tiles,
+                         int64_t k_steps) {
+  if (d.major < 9) return 1;
+  const int64_t slots = int64_t(std::max(blocks_per_sm, 1)) * d.sms;
+  int64_t s = (slots + output_tiles - 1) / output_tiles;
+  s = std::min<int64_t>(s, std::min(kMaxSplits, max_splits_override()));
+  s = std::min<int64_t>(s, std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
+  return int(std::max<int64_t>(s, 1));
+}
+
+// Launches kernel<<<(splits, gy, gz), threads, smem, stream>>> with a (splits, 1, 1) cluster when
+// splits > 1. The caller has raised the kernel's dynamic shared-memory limit to `smem`.
+template <class Kernel, class... Args>
+Status launch_split_k(Kernel kernel, int splits, unsigned gy, unsigned gz, int threads,
+                      size_t smem, cudaStream_t stream, const char* name, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(splits), gy, gz);
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = splits > 1 ? 1 : 0;
+  // SPARROW_TC_DEBUG: print the launch shape and how many clusters fit at once, when it changes.
+  static const bool debug = std::getenv("SPARROW_TC_DEBUG") != nullptr;
+  if (debug) {
+    static thread_local size_t last = 0;
+    const size_t key = size_t(splits) * 1000003u + gy * 7919u + gz * 31u + smem;
+    if (key != last) {
+      last = key;
+      int clusters = -1, per_sm = -1;
+      if (splits > 1) cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+      std::printf("[tc] %s grid (%d,%u,%u) x %d threads, smem %zu, blocks/SM %d, clusters %d\n",
+                  name, splits, gy, gz, threads, smem, per_sm, clusters);
+    }
+  }
+  return cuda_status(cudaLaunchKernelEx(&cfg, kernel, args...), name);
+}
+
+}  // namespace sparrow::kernels::tc

@@ -1,0 +1,224 @@
+// Device pieces shared by the tensor-core SpMM kernels (tca_bme.mma, tiled_csl.mma):
+// mma.m16n8k16 / ldmatrix / cp.async wrappers, the X-tile loader, and the epilogue that reduces
+// split-K partial sums across a thread-block cluster (sm_90) and applies bias / accumulate.
+//
+// Conventions: W is M x K (the A operand, row-major), X is N x K (the B operand: X^T is K x N
+// "col-major", so rows of X in shared memory feed ldmatrix without transposition), the mma
+// accumulator C is (16 m, 8 n) and is stored to Y[n][m].
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+namespace sparrow::kernels::tc {
+
+// Shared-memory pitch of every 64-wide k tile (X tiles, tiled_csl's A tile): 64 + 8 elements, so
+// consecutive rows start 16 bytes apart in bank space and ldmatrix reads 8 rows conflict-free.
+constexpr int kPitch = 72;
+constexpr int kTileK = 64;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy global -> shared; bytes beyond src_bytes (0..16) are zero-filled.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+
+// D += A * B, m16n8k16, fp32 accumulators. T selects the operand type (__half or __nv_bfloat16).
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4],
+                                                  uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <class T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Arguments every tensor-core SpMM kernel shares.
+struct XYArgs {
+  const uint16_t* x;  // (N, ldx)
+  void* y;            // (N, ldy)
+  const void* bias;   // (M) or null
+  int64_t ldx, ldy;
+  int n, m, k;
+  bool accumulate;
+  bool x_vec;  // X rows are 16-byte aligned (base aligned, ldx % 8 == 0): cp.async path
+};
+
+// Copies X[n0 .. n0+BLK_N) x [k0 .. k0+64) into shared memory (BLK_N, kPitch), zero-filling rows
+// >= N and columns >= K: the weight's padding is zero, but 0 * garbage may be NaN, so X's padding
+// must be zero too. Asynchronous (cp.async) when X rows are 16-byte aligned, else plain loads.
+template <int BLK_N, int THREADS>
+__device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n0, int k0) {
+  constexpr int kChunks = BLK_N * (kTileK / 8);
+  for (int c = threadIdx.x; c < kChunks; c += THREADS) {
+    const int r = c / 8, col = (c % 8) * 8;
+    const int n = n0 + r, k = k0 + col;
+    uint16_t* dst = xs + r * kPitch + col;
+    if (a.x_vec) {
+      int bytes = (n < a.n && k < a.k) ? min(16, (a.k - k) * 2) : 0;
+      const uint16_t* src = bytes > 0 ? a.x + int64_t(n) * a.ldx + k : a.x;
+      cp_async16(dst, src, bytes);
+    } else {
+      uint16_t v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        v[j] = (n < a.n && k + j < a.k) ? a.x[int64_t(n) * a.ldx + k + j] : uint16_t(0);
+      }
+      uint4 p;
+      p.x = v[0] | (uint32_t(v[1]) << 16);
+      p.y = v[2] | (uint32_t(v[3]) << 16);
+      p.z = v[4] | (uint32_t(v[5]) << 16);
+      p.w = v[6] | (uint32_t(v[7]) << 16);
+      *reinterpret_cast<uint4*>(dst) = p;
+    }
+  }
+}
+
+// B fragments of mma.m16n8k16 for two n8 tiles (n_base.., n_base+8..) at k offset kk from an X
+// tile in shared memory: b[0],b[1] for the first n tile, b[2],b[3] for the second.
+__device__ __forceinline__ void load_b_pair(uint32_t (&b)[4], const uint16_t* xs, int n_base,
+                                            int kk, int lane) {
+  const int q = lane >> 3, r = lane & 7;
+  ldmatrix_x4(b, xs + (n_base + r + (q >> 1) * 8) * kPitch + kk + (q & 1) * 8);
+}
+__device__ __forceinline__ void load_b_single(uint32_t (&b)[2], const uint16_t* xs, int n_base,
+                                              int kk, int lane) {
+  const int q = (lane >> 3) & 1, r = lane & 7;
+  ldmatrix_x2(b, xs + (n_base + r) * kPitch + kk + q * 8);
+}
+
+// acc[nt] (16 x 8 block of C at rows row0.., n tile nt) times the B fragments of one k16 step.
+template <class T, int BLK_N>
+__device__ __forceinline__ void mma_row_strip(float (&acc)[BLK_N / 8][4], const uint32_t (&a)[4],
+                                              const uint16_t* xs, int kk, int lane) {
+  if constexpr (BLK_N == 8) {
+    uint32_t b[2];
+    load_b_single(b, xs, 0, kk, lane);
+    mma_16816<T>(acc[0], a, b[0], b[1]);
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < BLK_N / 8; nt += 2) {
+      uint32_t b[4];
+      load_b_pair(b, xs, nt * 8, kk, lane);
+      mma_16816<T>(acc[nt], a, b[0], b[1]);
+      mma_16816<T>(acc[nt + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The epilogue. Each warp holds acc for rows (warp_row0 .. +16) of the block's BLK_M x BLK_N
+// output tile. The tile goes through shared memory (BLK_N, BLK_M + 4) fp32, which also gives
+// coalesced stores along M. With split-K (splits > 1, sm_90), the blocks of one cluster each hold
+// a partial sum of the same tile; block r reduces the slice of elements r, r + splits, ... over
+// all blocks in rank order (deterministic, no atomics, no workspace) through distributed shared
+// memory. `red` must not alias anything still in flight (cp.async drained by the caller).
+template <class T, int BLK_M, int BLK_N, int THREADS>
+__device__ __forceinline__ void store_output(float* red, const float (&acc)[BLK_N / 8][4],
+                                             int warp_row0, const XYArgs& a, int m0, int n0,
+                                             int splits) {
+  constexpr int kRedPitch = BLK_M + 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < BLK_N / 8; ++nt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        red[(nt * 8 + tig * 2 + j) * kRedPitch + warp_row0 + g + 8 * h] = acc[nt][h * 2 + j];
+      }
+    }
+  }
+  int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  if (splits > 1) {
+    cg::this_cluster().sync();
+    rank = int(cg::this_cluster().block_rank());
+  } else {
+    __syncthreads();
+  }
+#else
+  __syncthreads();
+#endif
+  const T* bias = static_cast<const T*>(a.bias);
+  T* y = static_cast<T*>(a.y);
+  for (int e = threadIdx.x + rank * THREADS; e < BLK_N * BLK_M; e += THREADS * splits) {
+    const int nl = e / BLK_M, ml = e % BLK_M;
+    const int n = n0 + nl, m = m0 + ml;
+    float v = red[nl * kRedPitch + ml];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (splits > 1) {
+      // Rank order 0, 1, 2, ... for every element: the same sum on every run.
+      v = 0.f;
+      for (int q = 0; q < splits; ++q) {
+        v += cg::this_cluster().map_shared_rank(red, q)[nl * kRedPitch + ml];
+      }
+    }
+#endif
+    if (n < a.n && m < a.m) {
+      if (bias) v += to_float<T>(bias[m]);
+      T* out = y + int64_t(n) * a.ldy + m;
+      if (a.accumulate) v += to_float<T>(*out);
+      *out = from_float<T>(v);
+    }
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Keep this block's shared memory alive until every block of the cluster has read it.
+  if (splits > 1) cg::this_cluster().sync();
+#endif
+}
+
+}  // namespace sparrow::kernels::tc

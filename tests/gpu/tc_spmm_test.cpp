@@ -1,0 +1,205 @@
+// Tensor-core SpMM kernels (tca_bme.mma, tiled_csl.mma) vs the CPU reference in double: fp16 and
+// bf16 (tolerances in gpu_test_util.hpp: 1e-3 and 8e-3 normalised), odd shapes, every N from 1 to
+// 70 plus the bucket edges, sparsity from fully dense tiles to nearly empty, bias / accumulate,
+// CUDA-graph replay and run-to-run determinism (split-K reduces in a fixed order).
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gpu/gpu_test_util.hpp"
+
+using namespace sparrow;
+
+namespace {
+
+struct TcKernel {
+  const char* name;
+  Format format;
+};
+constexpr TcKernel kTcKernels[] = {{"tca_bme.mma", Format::tca_bme},
+                                   {"tiled_csl.mma", Format::tiled_csl}};
+constexpr DType kTypes[] = {DType::fp16, DType::bf16};
+
+// The encoded weight, or nullopt (with a printed note) while the format is not implemented.
+std::optional<Weight> encoded(Format f, const HostMatrix& w) {
+  auto e = encode(f, w.view());
+  if (!e.ok()) {
+    ADD_FAILURE() << format_name(f) << " encode failed: " << e.status().to_string();
+    return std::nullopt;
+  }
+  return std::move(e).value();
+}
+
+const kernels::KernelInfo& kernel(const TcKernel& k) {
+  const kernels::KernelInfo* info = kernels::find_kernel(k.name);
+  EXPECT_NE(info, nullptr) << k.name << " is not registered";
+  return *info;
+}
+
+// Checks one (kernel, W, N list) combination; the seed changes per N so X is always fresh.
+void check_all_n(const TcKernel& k, const HostMatrix& w, const std::vector<int64_t>& ns,
+                 uint64_t seed, bool bias = false, bool accumulate = false) {
+  auto weight = encoded(k.format, w);
+  if (!weight) return;
+  for (int64_t n : ns) {
+    EXPECT_TRUE(test::kernel_ok(
+        test::check_kernel(kernel(k), *weight, n, seed + uint64_t(n), bias, accumulate),
+        w.dtype()))
+        << k.name << " " << dtype_name(w.dtype()) << " M=" << w.rows() << " K=" << w.cols()
+        << " N=" << n << (bias ? " bias" : "") << (accumulate ? " accumulate" : "");
+  }
+}
+
+std::vector<int64_t> range(int64_t lo, int64_t hi) {
+  std::vector<int64_t> v;
+  for (int64_t i = lo; i <= hi; ++i) v.push_back(i);
+  return v;
+}
+
+}  // namespace
+
+TEST(TcSpmm, EveryNFrom1To70AndBucketEdges) {
+  std::vector<int64_t> ns = range(1, 70);
+  for (int64_t n : {127, 128, 129, 255, 256, 513}) ns.push_back(n);
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) check_all_n(k, patterns::random(t, 130, 70, 0.5, 11), ns, 100);
+  }
+}
+
+TEST(TcSpmm, OddShapes) {
+  struct S { int64_t m, k; };
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      for (S s : {S{1, 1}, S{7, 13}, S{130, 70}, S{200, 1000}, S{64, 64}, S{128, 64}, S{65, 129}}) {
+        check_all_n(k, patterns::random(t, s.m, s.k, 0.5, 21 + s.m), {1, 2, 8, 9, 17, 33, 64, 65},
+                    200);
+      }
+      check_all_n(k, patterns::random(t, 4097, 4095, 0.5, 22), {1, 8, 17, 64, 129}, 300);
+    }
+  }
+}
+
+TEST(TcSpmm, SparsityFromDenseTilesToNearlyEmpty) {
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      // 0: every tile fully dense (8192 tiled_csl entries per tile, 4096 tca_bme values per
+      // group); 0.999: most tiles empty.
+      for (double sp : {0.0, 0.3, 0.5, 0.7, 0.9, 0.999}) {
+        check_all_n(k, patterns::random(t, 300, 1000, sp, 31), {8, 33, 128}, 400);
+      }
+      check_all_n(k, patterns::magnitude(t, 512, 768, 0.6, 32), {8, 40, 200}, 500);
+      check_all_n(k, patterns::block(t, 256, 512, 16, 16, 0.5, 33), {16, 64}, 510);
+    }
+  }
+}
+
+TEST(TcSpmm, BiasAndAccumulate) {
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      HostMatrix w = patterns::random(t, 200, 1000, 0.7, 41);
+      check_all_n(k, w, {3, 8, 64, 100}, 600, /*bias=*/true, /*accumulate=*/false);
+      check_all_n(k, w, {3, 8, 64, 100}, 700, /*bias=*/false, /*accumulate=*/true);
+      check_all_n(k, w, {5, 32}, 800, /*bias=*/true, /*accumulate=*/true);
+    }
+  }
+}
+
+TEST(TcSpmm, LlamaShape) {
+  for (const auto& k : kTcKernels) {
+    check_all_n(k, patterns::magnitude(DType::fp16, 11008, 4096, 0.5, 51), {16, 128}, 900);
+    check_all_n(k, patterns::random(DType::bf16, 11008, 4096, 0.7, 52), {32}, 950);
+  }
+}
+
+// A strided, odd-aligned X (ld not a multiple of 8) takes the non-cp.async X path.
+TEST(TcSpmm, StridedInputs) {
+  for (const auto& k : kTcKernels) {
+    HostMatrix wh = patterns::random(DType::fp16, 150, 256, 0.5, 61);
+    auto w = encoded(k.format, wh);
+    if (!w) continue;
+    auto dw = to_device(*w);
+    ASSERT_TRUE(dw.ok());
+    const int64_t n = 19;
+    HostMatrix x = patterns::dense_random(DType::fp16, n, 256, 62);
+    test::DeviceMatrix dx = test::DeviceMatrix::upload(x, 259);
+    test::DeviceMatrix dy = test::DeviceMatrix::alloc(DType::fp16, n, 150, 153);
+    dy.poison();
+    ASSERT_TRUE(kernel(k).run(kernels::Problem{dw.value(), dx.view, dy.view, {}}, nullptr).ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    auto ref = reference::matmul_f64(*w, x.view());
+    ASSERT_TRUE(ref.ok());
+    HostMatrix y = dy.download();
+    EXPECT_LE(reference::normalized_error(y.view(), ref.value()), test::tolerance(DType::fp16))
+        << k.name;
+  }
+}
+
+// Graph replay gives the same bits as a direct launch, and two direct launches agree bit for bit
+// (the split-K reduction order is fixed).
+TEST(TcSpmm, GraphReplayAndDeterminism) {
+  for (const auto& k : kTcKernels) {
+    for (int64_t n : {8, 64, 200}) {
+      HostMatrix wh = patterns::random(DType::fp16, 1000, 4096, 0.5, 71);
+      auto w = encoded(k.format, wh);
+      if (!w) continue;
+      auto dw = to_device(*w);
+      ASSERT_TRUE(dw.ok());
+      HostMatrix x = patterns::dense_random(DType::fp16, n, 4096, 72);
+      test::DeviceMatrix dx = test::DeviceMatrix::upload(x);
+      test::DeviceMatrix y1 = test::DeviceMatrix::alloc(DType::fp16, n, 1000);
+      test::DeviceMatrix y2 = test::DeviceMatrix::alloc(DType::fp16, n, 1000);
+      test::DeviceMatrix y3 = test::DeviceMatrix::alloc(DType::fp16, n, 1000);
+      cudaStream_t s;
+      CUDA_OK(cudaStreamCreate(&s));
+      y1.poison();
+      y2.poison();
+      y3.poison();
+      ASSERT_TRUE(kernel(k).run({dw.value(), dx.view, y1.view, {}}, s).ok());
+      ASSERT_TRUE(kernel(k).run({dw.value(), dx.view, y2.view, {}}, s).ok());
+      cudaGraph_t g;
+      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+      Status st = kernel(k).run({dw.value(), dx.view, y3.view, {}}, s);
+      CUDA_OK(cudaStreamEndCapture(s, &g));
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      cudaGraphExec_t ge;
+      CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+      CUDA_OK(cudaGraphLaunch(ge, s));
+      CUDA_OK(cudaGraphLaunch(ge, s));
+      CUDA_OK(cudaStreamSynchronize(s));
+      HostMatrix h1 = y1.download(), h2 = y2.download(), h3 = y3.download();
+      EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.bytes()), 0) << k.name << " N=" << n;
+      EXPECT_EQ(std::memcmp(h1.data(), h3.data(), h1.bytes()), 0) << k.name << " N=" << n;
+      auto ref = reference::matmul_f64(*w, x.view());
+      ASSERT_TRUE(ref.ok());
+      EXPECT_LE(reference::normalized_error(h3.view(), ref.value()), 1e-3) << k.name;
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+      cudaStreamDestroy(s);
+    }
+  }
+}
+
+TEST(TcSpmm, RejectsWrongFormatAndDtype) {
+  auto dense = encode(Format::dense, patterns::random(DType::fp16, 64, 64, 0.5, 81).view());
+  ASSERT_TRUE(dense.ok());
+  auto dw = to_device(dense.value());
+  ASSERT_TRUE(dw.ok());
+  test::DeviceMatrix x = test::DeviceMatrix::alloc(DType::fp16, 4, 64);
+  test::DeviceMatrix y = test::DeviceMatrix::alloc(DType::fp16, 4, 64);
+  for (const auto& k : kTcKernels) {
+    Status s = kernel(k).run({dw.value(), x.view, y.view, {}}, nullptr);
+    EXPECT_EQ(s.code(), Code::invalid_argument) << k.name;
+  }
+}
+
+// Small and quick, for compute-sanitizer (memcheck, racecheck): every config (N buckets), split-K
+// (K = 1000: 16 k steps), residues in M, N and K.
+TEST(TcSpmmSanitizer, Subset) {
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      check_all_n(k, patterns::random(t, 130, 1000, 0.5, 91), {5, 16, 30, 64, 130}, 1000);
+      check_all_n(k, patterns::random(t, 70, 61, 0.0, 92), {9}, 1100);
+    }
+  }
+}
