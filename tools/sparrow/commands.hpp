@@ -12,6 +12,10 @@ constexpr int kExitBadArgs = 2;
 constexpr int kExitNoGpu = 3;
 
 void register_formats(CLI::App& app, int& exit_code);
+void register_run(CLI::App& app, int& exit_code);         // tools/sparrow/run.cpp
+void register_perplexity(CLI::App& app, int& exit_code);  // tools/sparrow/perplexity.cpp
+void register_bench_model(CLI::App& app, int& exit_code);  // tools/sparrow/bench_model.cpp
+void register_calibrate(CLI::App& app, int& exit_code);    // tools/sparrow/calibrate.cpp
 void register_synth(CLI::App& app, int& exit_code);
 void register_prune(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);

@@ -15,6 +15,10 @@ int main(int argc, char** argv) {
   }
   int exit_code = 0;
   sparrow::cli::register_formats(app, exit_code);
+  sparrow::cli::register_run(app, exit_code);
+  sparrow::cli::register_perplexity(app, exit_code);
+  sparrow::cli::register_bench_model(app, exit_code);
+  sparrow::cli::register_calibrate(app, exit_code);
   sparrow::cli::register_synth(app, exit_code);
   sparrow::cli::register_prune(app, exit_code);
   sparrow::cli::register_bench(app, exit_code);

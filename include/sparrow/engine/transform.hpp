@@ -1,0 +1,31 @@
+// Making variants of a loaded model in memory: prune its linear layers and re-encode them, or
+// build a synthetic model of a known shape (bench-model --synth) without writing files.
+#pragma once
+
+#include <string>
+
+#include "sparrow/engine/model.hpp"
+#include "sparrow/prune.hpp"
+
+namespace sparrow::engine {
+
+// The format a layer of `density` gets under "auto": the smallest expected storage (DESIGN.md's
+// d_eff estimates) among the sparse formats that have a GPU kernel in this build (all sparse
+// formats when `need_gpu_kernel` is false); dense when none of them beats dense.
+Format auto_format(double density, bool need_gpu_kernel);
+
+// A copy of `m` whose decoder linear layers are pruned with `mask` (sparsity 0 keeps them as
+// they are) and encoded in `format` ("auto", "dense", "csr", ...). lm_head and embeddings stay.
+Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
+                          bool need_gpu_kernel = false);
+
+// Re-encodes every decoder linear layer of `m` in `format` without changing values.
+Result<Model> reencode_model(const Model& m, Format format);
+
+// A synthetic model from a `sparrow synth` preset ("tiny", "llama2-7b", "llama3-8b") with
+// trained-like random weights, pruned by `mask` and encoded in `format`, built in memory with
+// `threads` host threads (0: all cores).
+Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
+                          const std::string& format, bool need_gpu_kernel, int threads = 0);
+
+}  // namespace sparrow::engine

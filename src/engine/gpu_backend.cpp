@@ -1,0 +1,412 @@
+// The GPU backend: weights uploaded once in their own formats, every linear layer through
+// sparrow::matmul, the other ops from gpu_ops. Prefill runs in chunks; a decode step (one token
+// per sequence) is captured once per batch size in a CUDA graph and replayed, reading the
+// position and the tokens from device memory, so decoding allocates nothing per token.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "core/cuda_check.hpp"
+#include "engine/gpu_ops.hpp"
+#include "sparrow/engine/backend.hpp"
+#include "sparrow/matmul.hpp"
+
+namespace sparrow::engine {
+
+bool gpu_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+namespace {
+
+// An owning device allocation.
+struct DeviceArray {
+  std::shared_ptr<void> mem;
+  size_t bytes = 0;
+  static Result<DeviceArray> alloc(size_t bytes) {
+    DeviceArray a;
+    a.bytes = bytes;
+    if (bytes == 0) return a;
+    void* p = nullptr;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+    a.mem = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+    return a;
+  }
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(mem.get());
+  }
+};
+
+Result<DeviceArray> upload_floats(const std::vector<float>& v) {
+  SPARROW_ASSIGN_OR_RETURN(DeviceArray a, DeviceArray::alloc(v.size() * sizeof(float)));
+  if (!v.empty())
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.get(), v.data(), a.bytes, cudaMemcpyHostToDevice));
+  return a;
+}
+
+// A bias vector rounded to the activation dtype (matmul's bias has Y's dtype).
+Result<DeviceArray> upload_as(const std::vector<float>& v, DType t) {
+  std::vector<uint8_t> bytes(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) store_from_float(bytes.data(), t, i, v[i]);
+  SPARROW_ASSIGN_OR_RETURN(DeviceArray a, DeviceArray::alloc(bytes.size()));
+  if (!bytes.empty())
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(a.get(), bytes.data(), a.bytes, cudaMemcpyHostToDevice));
+  return a;
+}
+
+struct DeviceLayer {
+  Weight q, k, v, o, gate, up, down;
+  DeviceArray attn_norm, mlp_norm;     // fp32
+  DeviceArray q_bias, k_bias, v_bias;  // dtype, or empty
+};
+
+std::string gib(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(size_t(1) << 30));
+  return buf;
+}
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(std::shared_ptr<const Model> m, const BackendOptions& opt, int64_t context)
+      : model_(std::move(m)), max_batch_(opt.max_batch), context_(context) {
+    const int64_t budget = std::max<int64_t>(opt.prefill_chunk, opt.max_batch);
+    chunk_ = std::max<int64_t>(1, budget / opt.max_batch);  // tokens per sequence per pass
+    rows_ = int64_t(max_batch_) * chunk_;
+  }
+  ~GpuBackend() override {
+    for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
+    if (pinned_) cudaFreeHost(pinned_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status init() {
+    const Model& m = *model_;
+    const LlamaConfig& c = m.config;
+    dt_ = m.dtype;
+    if (dt_ == DType::fp32) {
+      return unsupported(
+          "the GPU backend runs fp16 or bf16 models; this one is fp32 (use "
+          "--backend cpu, or convert the checkpoint)");
+    }
+    shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
+    // Decode attention: up to 128 keys per block, as many splits as the context needs (blocks
+    // past the current position exit at once). Prefill rows use 4 splits.
+    split_len_decode_ = std::min<int64_t>(128, context_);
+    splits_decode_ = (context_ + split_len_decode_ - 1) / split_len_decode_;
+    splits_prefill_ = std::min<int64_t>(4, splits_decode_);
+    split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
+
+    // What the run needs, checked against free device memory before anything is uploaded.
+    const size_t es = dtype_size(dt_);
+    mem_.model_bytes = m.weight_bytes();
+    mem_.kv_cache_bytes = size_t(2 * c.layers * max_batch_ * context_ * c.kv_dim()) * es;
+    const int64_t widest = std::max({c.hidden, c.q_dim(), c.intermediate});
+    const size_t partial_floats =
+        std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
+                 gpu::attention_partials_floats(rows_, shape_, splits_prefill_));
+    mem_.workspace_bytes =
+        size_t(rows_) *
+            size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() + 2 * c.intermediate + c.vocab) *
+            es +
+        partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
+    size_t free_b = 0, total_b = 0;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
+    const size_t need = mem_.model_bytes + mem_.kv_cache_bytes + mem_.workspace_bytes;
+    if (need > free_b) {
+      return Status(Code::out_of_memory,
+                    "the model needs " + gib(need) + " of GPU memory (weights " +
+                        gib(mem_.model_bytes) + " + KV cache " + gib(mem_.kv_cache_bytes) +
+                        " for batch " + std::to_string(max_batch_) + " x context " +
+                        std::to_string(context_) + " + activations " + gib(mem_.workspace_bytes) +
+                        ") but only " + gib(free_b) + " of " + gib(total_b) +
+                        " is free; try a smaller --batch or a sparser model");
+    }
+
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Weights, each linear layer in its own format.
+    layers_.resize(m.layers.size());
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      const Layer& l = m.layers[i];
+      DeviceLayer& d = layers_[i];
+      SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
+      SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
+      SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
+      SPARROW_ASSIGN_OR_RETURN(d.o, to_device(l.o));
+      SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
+      SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
+      SPARROW_ASSIGN_OR_RETURN(d.down, to_device(l.down));
+      SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
+      SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
+      SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
+      SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
+      SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
+    }
+    SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(m.lm_head));
+    SPARROW_ASSIGN_OR_RETURN(embed_, DeviceArray::alloc(m.embed.bytes()));
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(embed_.get(), m.embed.data(), m.embed.bytes(), cudaMemcpyHostToDevice));
+    SPARROW_ASSIGN_OR_RETURN(final_norm_, upload_floats(m.final_norm));
+    SPARROW_ASSIGN_OR_RETURN(std::vector<float> inv, rope_inv_freq(c));
+    SPARROW_ASSIGN_OR_RETURN(inv_freq_, upload_floats(inv));
+
+    // KV caches and activations.
+    const size_t kv_layer = size_t(max_batch_ * context_ * c.kv_dim()) * es;
+    k_cache_.resize(size_t(c.layers));
+    v_cache_.resize(size_t(c.layers));
+    for (int64_t i = 0; i < c.layers; ++i) {
+      SPARROW_ASSIGN_OR_RETURN(k_cache_[size_t(i)], DeviceArray::alloc(kv_layer));
+      SPARROW_ASSIGN_OR_RETURN(v_cache_[size_t(i)], DeviceArray::alloc(kv_layer));
+    }
+    auto act = [&](DeviceArray& a, int64_t cols) -> Status {
+      SPARROW_ASSIGN_OR_RETURN(a, DeviceArray::alloc(size_t(rows_ * cols) * es));
+      return {};
+    };
+    SPARROW_RETURN_IF_ERROR(act(x_, c.hidden));
+    SPARROW_RETURN_IF_ERROR(act(h_, c.hidden));
+    SPARROW_RETURN_IF_ERROR(act(last_, c.hidden));
+    SPARROW_RETURN_IF_ERROR(act(q_, c.q_dim()));
+    SPARROW_RETURN_IF_ERROR(act(attn_, c.q_dim()));
+    SPARROW_RETURN_IF_ERROR(act(k_, c.kv_dim()));
+    SPARROW_RETURN_IF_ERROR(act(v_, c.kv_dim()));
+    SPARROW_RETURN_IF_ERROR(act(gate_, c.intermediate));
+    SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
+    SPARROW_RETURN_IF_ERROR(act(logits_, c.vocab));
+    SPARROW_ASSIGN_OR_RETURN(partials_, DeviceArray::alloc(partial_floats * sizeof(float)));
+    SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
+    SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
+    SPARROW_ASSIGN_OR_RETURN(pos_, DeviceArray::alloc(sizeof(int32_t)));
+    // Pinned staging: position, then tokens.
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaMallocHost(&pinned_, sizeof(int32_t) * size_t(rows_ + 1 + max_batch_)));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    note_memory();
+    return {};
+  }
+
+  const char* name() const override { return "gpu"; }
+  const Model& model() const override { return *model_; }
+  int max_batch() const override { return max_batch_; }
+  int64_t context() const override { return context_; }
+  int64_t position() const override { return position_; }
+  void reset() override { position_ = 0; }
+  MemoryReport memory() const override { return mem_; }
+
+  Status forward(const int32_t* tokens, int batch, int64_t count, bool all_logits,
+                 std::vector<float>& logits) override {
+    SPARROW_RETURN_IF_ERROR(check_forward_args(*this, tokens, batch, count));
+    const int64_t V = model_->config.vocab;
+    logits.assign(size_t(batch) * size_t(all_logits ? count : 1) * size_t(V), 0.0f);
+    std::vector<uint8_t> host;
+    for (int64_t done = 0; done < count;) {
+      const int64_t c = std::min(chunk_, count - done);
+      SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
+      const bool want = all_logits || done + c == count;
+      SPARROW_RETURN_IF_ERROR(run_pass(batch, c, all_logits, false));
+      if (want) {
+        const int64_t rows = all_logits ? int64_t(batch) * c : batch;
+        host.resize(size_t(rows * V) * dtype_size(dt_));
+        SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), logits_.get(), host.size(),
+                                                     cudaMemcpyDeviceToHost, stream_));
+        SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+        for (int64_t r = 0; r < rows; ++r) {
+          // Row r of this pass: sequence b = r / c (all_logits) or r.
+          const int64_t b = all_logits ? r / c : r, t = all_logits ? done + r % c : 0;
+          float* dst = &logits[size_t((b * (all_logits ? count : 1) + t) * V)];
+          for (int64_t i = 0; i < V; ++i)
+            dst[i] = load_as_float(host.data(), dt_, size_t(r * V + i));
+        }
+      }
+      done += c;
+      position_ += c;
+    }
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    note_memory();
+    return {};
+  }
+
+  Status forward_greedy(const int32_t* tokens, int batch, int64_t count,
+                        std::vector<int32_t>& next) override {
+    SPARROW_RETURN_IF_ERROR(check_forward_args(*this, tokens, batch, count));
+    for (int64_t done = 0; done < count;) {
+      const int64_t c = std::min(chunk_, count - done);
+      SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
+      if (c == 1 && graphs_enabled_) {
+        SPARROW_RETURN_IF_ERROR(replay_decode(batch));
+      } else {
+        SPARROW_RETURN_IF_ERROR(run_pass(batch, c, false, true));
+      }
+      done += c;
+      position_ += c;
+    }
+    next.resize(size_t(batch));
+    int32_t* out = static_cast<int32_t*>(pinned_) + rows_ + 1;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, next_.get(), size_t(batch) * sizeof(int32_t),
+                                                 cudaMemcpyDeviceToHost, stream_));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    std::memcpy(next.data(), out, size_t(batch) * sizeof(int32_t));
+    return {};
+  }
+
+ private:
+  // Copies the position and this chunk's tokens (row b * c + i = tokens[b * count + done + i])
+  // to the device, through pinned memory.
+  Status stage(const int32_t* tokens, int batch, int64_t count, int64_t done, int64_t c) {
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // pinned buffer is free
+    int32_t* p = static_cast<int32_t*>(pinned_);
+    p[0] = int32_t(position_);
+    for (int b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < c; ++i) p[1 + b * c + i] = tokens[b * count + done + i];
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(pos_.get(), p, sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens_.get(), p + 1,
+                                                 size_t(batch * c) * sizeof(int32_t),
+                                                 cudaMemcpyHostToDevice, stream_));
+    return {};
+  }
+
+  MatrixView view(const DeviceArray& a, int64_t rows, int64_t cols) const {
+    return {a.get(), dt_, rows, cols, cols};
+  }
+
+  // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
+  // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
+  Status run_pass(int batch, int64_t c, bool all_logits, bool greedy) {
+    const LlamaConfig& cfg = model_->config;
+    const int64_t R = int64_t(batch) * c;
+    const float eps = float(cfg.rms_eps);
+    const gpu::RowLayout rows{batch, c, pos_.get<int32_t>()};
+    const bool decode = c == 1;
+    const int64_t split_len = decode ? split_len_decode_ : split_len_prefill_;
+    const int64_t n_splits = decode ? splits_decode_ : splits_prefill_;
+    SPARROW_RETURN_IF_ERROR(
+        gpu::embed(tokens_.get<int32_t>(), embed_.get(), x_.get(), R, cfg.hidden, dt_, stream_));
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const DeviceLayer& L = layers_[li];
+      SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.attn_norm.get<float>(), eps, h_.get(), R,
+                                            cfg.hidden, dt_, stream_));
+      const ConstMatrixView h = view(h_, R, cfg.hidden);
+      MatmulOptions qo, ko, vo;
+      qo.bias = L.q_bias.get();
+      ko.bias = L.k_bias.get();
+      vo.bias = L.v_bias.get();
+      SPARROW_RETURN_IF_ERROR(matmul(view(q_, R, cfg.q_dim()), L.q, h, stream_, qo));
+      SPARROW_RETURN_IF_ERROR(matmul(view(k_, R, cfg.kv_dim()), L.k, h, stream_, ko));
+      SPARROW_RETURN_IF_ERROR(matmul(view(v_, R, cfg.kv_dim()), L.v, h, stream_, vo));
+      SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q_.get(), k_.get(), v_.get(), k_cache_[li].get(),
+                                                  v_cache_[li].get(), inv_freq_.get<float>(), rows,
+                                                  shape_, dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(gpu::attention(q_.get(), k_cache_[li].get(), v_cache_[li].get(),
+                                             attn_.get(), partials_.get<float>(), rows, shape_,
+                                             split_len, n_splits, dt_, stream_));
+      MatmulOptions residual;
+      residual.accumulate = true;  // x += attn * Wo^T
+      SPARROW_RETURN_IF_ERROR(
+          matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
+      SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.mlp_norm.get<float>(), eps, h_.get(), R,
+                                            cfg.hidden, dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_));
+      SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, h, stream_));
+      SPARROW_RETURN_IF_ERROR(
+          gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
+                                     view(gate_, R, cfg.intermediate), stream_, residual));
+    }
+    int64_t out_rows = R;
+    const DeviceArray* src = &x_;
+    if (!all_logits && c > 1) {
+      SPARROW_RETURN_IF_ERROR(
+          gpu::gather_last_rows(x_.get(), last_.get(), batch, c, cfg.hidden, dt_, stream_));
+      src = &last_;
+      out_rows = batch;
+    }
+    SPARROW_RETURN_IF_ERROR(gpu::rms_norm(src->get(), final_norm_.get<float>(), eps, h_.get(),
+                                          out_rows, cfg.hidden, dt_, stream_));
+    SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
+                                   view(h_, out_rows, cfg.hidden), stream_));
+    if (greedy) {
+      SPARROW_RETURN_IF_ERROR(
+          gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
+    }
+    return {};
+  }
+
+  // The decode step for `batch` sequences as a CUDA graph, captured on first use. If capture
+  // fails (a kernel that is not capturable), graphs are turned off and steps run eagerly.
+  Status replay_decode(int batch) {
+    auto it = graphs_.find(batch);
+    if (it == graphs_.end()) {
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      SPARROW_CUDA_RETURN_IF_ERROR(
+          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      Status s = run_pass(batch, 1, false, true);
+      cudaGraph_t graph = nullptr;
+      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+      cudaGraphExec_t exec = nullptr;
+      if (s.ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+        cudaGraphDestroy(graph);
+        it = graphs_.emplace(batch, exec).first;
+      } else {
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();  // clear the capture error
+        if (!s.ok()) return s;
+        std::fprintf(stderr, "sparrow: CUDA graph capture failed (%s); decoding without graphs\n",
+                     cudaGetErrorString(end));
+        graphs_enabled_ = false;
+        return run_pass(batch, 1, false, true);
+      }
+    }
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
+    return {};
+  }
+
+  void note_memory() {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      mem_.peak_device_bytes = std::max(mem_.peak_device_bytes, total_b - free_b);
+  }
+
+  std::shared_ptr<const Model> model_;
+  int max_batch_;
+  int64_t context_, chunk_ = 1, rows_ = 1, position_ = 0;
+  DType dt_ = DType::fp16;
+  gpu::AttentionShape shape_;
+  int64_t split_len_decode_ = 1, splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
+  MemoryReport mem_;
+  cudaStream_t stream_ = nullptr;
+  void* pinned_ = nullptr;
+  std::vector<DeviceLayer> layers_;
+  Weight lm_head_;
+  DeviceArray embed_, final_norm_, inv_freq_;
+  std::vector<DeviceArray> k_cache_, v_cache_;
+  DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
+      pos_;
+  std::map<int, cudaGraphExec_t> graphs_;
+  bool graphs_enabled_ = true;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> model,
+                                                  const BackendOptions& opt) {
+  if (!model) return invalid_argument("make_gpu_backend: no model");
+  if (opt.max_batch < 1) return invalid_argument("max_batch must be >= 1");
+  if (!gpu_available())
+    return Status(Code::no_device, "no CUDA GPU is available (use --backend cpu)");
+  const int64_t ctx = opt.context == 0 ? model->config.context : opt.context;
+  if (ctx < 1 || ctx > model->config.context) {
+    return invalid_argument("context " + std::to_string(ctx) + " is outside 1.." +
+                            std::to_string(model->config.context) + " (the model's context)");
+  }
+  auto b = std::make_unique<GpuBackend>(std::move(model), opt, ctx);
+  SPARROW_RETURN_IF_ERROR(b->init());
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace sparrow::engine

@@ -1,0 +1,384 @@
+// The GPU backend's element-wise, normalisation and attention kernels (see gpu_ops.hpp).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+
+#include "core/cuda_check.hpp"
+#include "engine/gpu_ops.hpp"
+
+namespace sparrow::engine::gpu {
+
+namespace {
+
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Runtime dtype -> kernel template, in one place.
+template <class F>
+Status dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::fp16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    default:
+      return unsupported("the GPU engine runs fp16 or bf16 activations");
+  }
+}
+
+int blocks_for(int64_t n, int threads) { return int((n + threads - 1) / threads); }
+
+// ---- embeddings, norms, element-wise ------------------------------------------------------------
+
+template <class T>
+__global__ void embed_kernel(const int32_t* tokens, const T* embed, T* x, int64_t hidden) {
+  const int64_t r = blockIdx.x;
+  const T* src = embed + int64_t(tokens[r]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[r * hidden + i] = src[i];
+}
+
+// One block per row: sum of squares in fp32 (block reduction), then scale.
+template <class T>
+__global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, int64_t hidden) {
+  __shared__ float warp_sums[32];
+  const T* row = x + int64_t(blockIdx.x) * hidden;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float v = to_f(row[i]);
+    ss += v * v;
+  }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? warp_sums[threadIdx.x] : 0.0f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) warp_sums[0] = v;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(warp_sums[0] / float(hidden) + eps);
+  T* o = out + int64_t(blockIdx.x) * hidden;
+  // As HF: normalise in fp32, round to the dtype, then multiply by the weight.
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
+    o[i] = from_f<T>(w[i] * to_f(from_f<T>(to_f(row[i]) * inv)));
+}
+
+template <class T>
+__global__ void swiglu_kernel(T* gate, const T* up, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = to_f(gate[i]);
+  gate[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(up[i]));
+}
+
+template <class T>
+__global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t cols) {
+  const int64_t b = blockIdx.x;
+  const T* s = src + (b * count + count - 1) * cols;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[b * cols + i] = s[i];
+}
+
+// One block per row; (value, index) reduction with the lowest index winning ties.
+template <class T>
+__global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
+  __shared__ float best_v[32];
+  __shared__ int32_t best_i[32];
+  const T* row = logits + int64_t(blockIdx.x) * vocab;
+  float v = -FLT_MAX;
+  int32_t idx = INT32_MAX;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float x = to_f(row[i]);
+    if (x > v) {  // i increases, so the first maximum of this thread is kept
+      v = x;
+      idx = int32_t(i);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > v || (ov == v && oi < idx)) {
+      v = ov;
+      idx = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    best_v[threadIdx.x >> 5] = v;
+    best_i[threadIdx.x >> 5] = idx;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      if (best_v[w] > v || (best_v[w] == v && best_i[w] < idx)) {
+        v = best_v[w];
+        idx = best_i[w];
+      }
+    out[blockIdx.x] = idx;
+  }
+}
+
+// ---- rotary embeddings + KV cache ---------------------------------------------------------------
+
+// One block per row. Pairs (i, i + head_dim/2) of every q and k head rotate by pos * inv_freq[i]
+// (HF's rotate_half convention); k and v land in the caches.
+template <class T>
+__global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v_cache,
+                                  const float* inv_freq, RowLayout rows, AttentionShape s) {
+  const int64_t r = blockIdx.x;
+  const int64_t b = r / rows.count, i = r % rows.count;
+  const int64_t pos = int64_t(rows.pos0[0]) + i;
+  const int64_t hd = s.head_dim, half = hd / 2;
+  const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
+  T* qr = q + r * qd;
+  const T* kr = k + r * kvd;
+  const T* vr = v + r * kvd;
+  T* kc = k_cache + (b * s.context + pos) * kvd;
+  T* vc = v_cache + (b * s.context + pos) * kvd;
+  for (int64_t e = threadIdx.x; e < (s.heads + s.kv_heads) * half; e += blockDim.x) {
+    const int64_t head = e / half, j = e % half;
+    float sn, cs;
+    sincosf(float(pos) * inv_freq[j], &sn, &cs);  // fp32 angle as HF computes it
+    if (head < s.heads) {
+      T* h = qr + head * hd;
+      const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
+      h[j] = from_f<T>(x1 * cs - x2 * sn);
+      h[j + half] = from_f<T>(x2 * cs + x1 * sn);
+    } else {
+      const int64_t kh = head - s.heads;
+      const T* h = kr + kh * hd;
+      const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
+      kc[kh * hd + j] = from_f<T>(x1 * cs - x2 * sn);
+      kc[kh * hd + j + half] = from_f<T>(x2 * cs + x1 * sn);
+    }
+  }
+  for (int64_t e = threadIdx.x; e < kvd; e += blockDim.x) vc[e] = vr[e];
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+constexpr int kAttnWarps = 4;
+constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
+
+// Block (row, head, split): 4 warps take the split's keys in turn, each keeping an online
+// softmax (running max m, sum l, output acc) for its keys; lane L holds elements L, L+32, ... of
+// q and acc. The warps merge in shared memory and the block writes (m, l, acc[head_dim]).
+template <class T>
+__global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_cache,
+                                       float* partials, RowLayout rows, AttentionShape s,
+                                       int64_t split_len, int64_t n_splits) {
+  const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
+  const int64_t b = r / rows.count, i = r % rows.count;
+  const int64_t pos = int64_t(rows.pos0[0]) + i;
+  const int64_t hd = s.head_dim;
+  const int64_t kvh = head / (s.heads / s.kv_heads);
+  const int64_t kvd = s.kv_heads * hd;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t begin = split * split_len;
+  const int64_t end = min(begin + split_len, pos + 1);  // keys [begin, end)
+  float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
+  if (begin > pos) {  // past this row's position: an empty split
+    if (threadIdx.x == 0) {
+      part[0] = -INFINITY;
+      part[1] = 0.0f;
+    }
+    return;
+  }
+
+  const float scale = rsqrtf(float(hd));
+  float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
+  const T* qr = q + r * (s.heads * hd) + head * hd;
+#pragma unroll
+  for (int e = 0; e < kMaxDimPerLane; ++e) {
+    const int64_t d = lane + 32 * e;
+    qv[e] = d < hd ? to_f(qr[d]) * scale : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
+  const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
+  for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
+    const T* kj = kbase + j * kvd;
+    float dot = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kMaxDimPerLane; ++e) {
+      const int64_t d = lane + 32 * e;
+      if (d < hd) dot += qv[e] * to_f(kj[d]);
+    }
+    dot = warp_sum(dot);
+    const float m_new = fmaxf(m, dot);
+    const float corr = __expf(m - m_new);
+    const float p = __expf(dot - m_new);
+    l = l * corr + p;
+    const T* vj = vbase + j * kvd;
+#pragma unroll
+    for (int e = 0; e < kMaxDimPerLane; ++e) {
+      const int64_t d = lane + 32 * e;
+      acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
+    }
+    m = m_new;
+  }
+
+  // Merge the warps: (m, l) first, then the rescaled accumulators.
+  __shared__ float sm[kAttnWarps], sl[kAttnWarps];
+  __shared__ float sacc[kAttnWarps][32 * kMaxDimPerLane];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kMaxDimPerLane; ++e) sacc[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm[w]);
+  if (threadIdx.x == 0) {
+    float L = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+    part[0] = M;
+    part[1] = L;
+  }
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
+    part[2 + d] = a;
+  }
+}
+
+// Block (row, head): combines the splits' partials into the output row.
+template <class T>
+__global__ void attention_combine_kernel(const float* partials, T* out, AttentionShape s,
+                                         int64_t n_splits) {
+  const int64_t r = blockIdx.x, head = blockIdx.y, hd = s.head_dim;
+  const float* part = partials + (r * s.heads + head) * n_splits * (hd + 2);
+  float M = -INFINITY;
+  for (int64_t sp = 0; sp < n_splits; ++sp)
+    if (part[sp * (hd + 2) + 1] > 0.0f) M = fmaxf(M, part[sp * (hd + 2)]);
+  float L = 0.0f;
+  for (int64_t sp = 0; sp < n_splits; ++sp) {
+    const float l = part[sp * (hd + 2) + 1];
+    if (l > 0.0f) L += l * __expf(part[sp * (hd + 2)] - M);
+  }
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int64_t sp = 0; sp < n_splits; ++sp) {
+      const float* p = part + sp * (hd + 2);
+      if (p[1] > 0.0f) a += p[2 + d] * __expf(p[0] - M);
+    }
+    out[r * (s.heads * hd) + head * hd + d] = from_f<T>(a / L);
+  }
+}
+
+}  // namespace
+
+Status embed(const int32_t* tokens, const void* e, void* x, int64_t rows, int64_t hidden, DType t,
+             Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    embed_kernel<T><<<unsigned(rows), 256, 0, stream>>>(tokens, static_cast<const T*>(e),
+                                                        static_cast<T*>(x), hidden);
+    SPARROW_CUDA_CHECK_LAUNCH("embed");
+    return {};
+  });
+}
+
+Status rms_norm(const void* x, const float* w, float eps, void* out, int64_t rows, int64_t hidden,
+                DType t, Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    rms_norm_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(x), w, eps,
+                                                           static_cast<T*>(out), hidden);
+    SPARROW_CUDA_CHECK_LAUNCH("rms_norm");
+    return {};
+  });
+}
+
+Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void* v_cache,
+                      const float* inv_freq, const RowLayout& rows, const AttentionShape& s,
+                      DType t, Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    rope_cache_kernel<T><<<unsigned(rows.batch * rows.count), 128, 0, stream>>>(
+        static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+        static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s);
+    SPARROW_CUDA_CHECK_LAUNCH("rope_and_cache");
+    return {};
+  });
+}
+
+size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits) {
+  return size_t(rows * s.heads * n_splits * (s.head_dim + 2));
+}
+
+Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream) {
+  if (s.head_dim > 32 * kMaxDimPerLane) {
+    return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
+                       ")");
+  }
+  if (n_splits < 1 || split_len < 1 || split_len * n_splits < s.context) {
+    return invalid_argument("attention splits must cover the context");
+  }
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
+    attention_split_kernel<T><<<grid, 32 * kAttnWarps, 0, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
+        partials, rows, s, split_len, n_splits);
+    SPARROW_CUDA_CHECK_LAUNCH("attention_split");
+    const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
+    attention_combine_kernel<T>
+        <<<grid2, 128, 0, stream>>>(partials, static_cast<T*>(out), s, n_splits);
+    SPARROW_CUDA_CHECK_LAUNCH("attention_combine");
+    return {};
+  });
+}
+
+Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    swiglu_kernel<T><<<blocks_for(n, 256), 256, 0, stream>>>(static_cast<T*>(gate),
+                                                             static_cast<const T*>(up), n);
+    SPARROW_CUDA_CHECK_LAUNCH("swiglu");
+    return {};
+  });
+}
+
+Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,
+                        DType t, Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    gather_last_kernel<T><<<unsigned(batch), 256, 0, stream>>>(static_cast<const T*>(src),
+                                                               static_cast<T*>(dst), count, cols);
+    SPARROW_CUDA_CHECK_LAUNCH("gather_last_rows");
+    return {};
+  });
+}
+
+Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,
+              Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    argmax_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(logits), out, vocab);
+    SPARROW_CUDA_CHECK_LAUNCH("argmax");
+    return {};
+  });
+}
+
+}  // namespace sparrow::engine::gpu

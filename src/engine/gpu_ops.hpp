@@ -1,0 +1,57 @@
+// The GPU backend's non-matmul kernels (src/engine/gpu_ops.cu): embeddings, RMSNorm, RoPE + KV
+// cache append, split-K decode/prefill attention, SwiGLU, row gather and argmax. Activations are
+// the model's dtype (fp16 or bf16) with fp32 arithmetic inside every kernel. All launches are
+// asynchronous on `stream`, allocate nothing and are CUDA-graph capturable; positions are read
+// from device memory so a captured decode step serves every position.
+#pragma once
+
+#include <cstdint>
+
+#include "sparrow/dtype.hpp"
+#include "sparrow/matmul.hpp"
+#include "sparrow/status.hpp"
+
+namespace sparrow::engine::gpu {
+
+// x[r, :] = embed[tokens[r], :]. x: (rows, hidden), embed: (vocab, hidden).
+Status embed(const int32_t* tokens, const void* embed, void* x, int64_t rows, int64_t hidden,
+             DType t, Stream stream);
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight (weight fp32).
+Status rms_norm(const void* x, const float* weight, float eps, void* out, int64_t rows,
+                int64_t hidden, DType t, Stream stream);
+
+// The rows of one pass: `batch` sequences x `count` tokens, row r = b * count + i at position
+// *pos0 + i. Rotates q (rows, heads * head_dim) in place and k, and writes k and v into the
+// caches (batch, context, kv_heads, head_dim) at their positions.
+struct RowLayout {
+  int64_t batch = 1, count = 1;
+  const int32_t* pos0 = nullptr;  // device: position of each sequence's first row in this pass
+};
+struct AttentionShape {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, context = 0;
+};
+Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void* v_cache,
+                      const float* inv_freq, const RowLayout& rows, const AttentionShape& s,
+                      DType t, Stream stream);
+
+// Flash-decoding: each (row, head) attends over positions 0 .. its own, split into `n_splits`
+// ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
+// (head_dim + 2) floats), then combined. out: (rows, heads * head_dim). head_dim <= 256.
+Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream);
+size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
+
+// gate = silu(gate) * up, element-wise over n values.
+Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream);
+
+// dst[b, :] = src[b * count + count - 1, :] (the last row of each sequence).
+Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,
+                        DType t, Stream stream);
+
+// out[r] = index of the largest logits[r, :] (lowest index among equal ones).
+Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,
+              Stream stream);
+
+}  // namespace sparrow::engine::gpu

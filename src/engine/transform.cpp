@@ -1,0 +1,198 @@
+// In-memory model variants: pruned / re-encoded copies and synthetic models for bench-model.
+#include "sparrow/engine/transform.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "kernels/kernel.hpp"
+#include "sparrow/io/synth.hpp"
+#include "sparrow/patterns.hpp"
+
+namespace sparrow::engine {
+
+namespace {
+
+bool has_gpu_kernel(Format f) {
+  for (const auto& k : kernels::all_kernels())
+    if (k.format == f) return true;
+  return false;
+}
+
+// Prunes one dense host matrix and encodes it.
+Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptions& mask,
+                                const std::string& format, bool need_gpu_kernel) {
+  HostMatrix pruned;
+  if (mask.sparsity > 0 || mask.structure.kind != prune::Structure::Kind::unstructured) {
+    SPARROW_ASSIGN_OR_RETURN(std::vector<uint8_t> keep, prune::compute_mask(w, mask));
+    SPARROW_ASSIGN_OR_RETURN(pruned, prune::apply_mask(w, keep));
+  } else {
+    pruned = HostMatrix(w.dtype, w.rows, w.cols);
+    const size_t row_bytes = size_t(w.cols) * dtype_size(w.dtype);
+    for (int64_t r = 0; r < w.rows; ++r)
+      std::memcpy(static_cast<uint8_t*>(pruned.data()) + size_t(r) * row_bytes,
+                  static_cast<const uint8_t*>(w.data) + size_t(r * w.ld) * dtype_size(w.dtype),
+                  row_bytes);
+  }
+  Format f;
+  if (format == "auto") {
+    f = auto_format(1.0 - prune::zero_fraction(pruned.view()), need_gpu_kernel);
+  } else {
+    auto parsed = parse_format(format);
+    if (!parsed) {
+      return invalid_argument("unknown format '" + format +
+                              "' (auto, dense, csr, macko, tca_bme, tiled_csl, nm)");
+    }
+    f = *parsed;
+  }
+  EncodeOptions eo;
+  eo.nm_pattern = mask.structure.nm;
+  auto enc = encode(f, pruned.view(), eo);
+  if (!enc.ok()) {
+    return Status(enc.status().code(), std::string("cannot encode as ") + format_name(f) + ": " +
+                                           enc.status().message());
+  }
+  return enc;
+}
+
+Weight* layer_weight(Layer& l, int which) {
+  Weight* ws[7] = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
+  return ws[which];
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error.
+Status parallel_for(int64_t n, int threads, const std::function<Status(int64_t)>& fn) {
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  threads = int(std::min<int64_t>(threads, n));
+  std::atomic<int64_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto worker = [&] {
+    for (int64_t i; (i = next++) < n;) {
+      Status s = fn(i);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = s;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+}  // namespace
+
+Format auto_format(double density, bool need_gpu_kernel) {
+  struct Estimate {
+    Format f;
+    double d_eff;
+  };
+  // DESIGN.md's expected storage per dense byte at density d (fp16).
+  const Estimate est[] = {
+      {Format::macko, 1.25 * density + (density < 0.2 ? 0.05 : 0.0)},
+      {Format::tca_bme, density + 1.0 / 16},
+      {Format::csr, 2.0 * density},
+      {Format::tiled_csl, 2.0 * density},
+  };
+  Format best = Format::dense;
+  double best_d = 1.0;
+  for (const Estimate& e : est) {
+    if (need_gpu_kernel && !has_gpu_kernel(e.f)) continue;
+    if (e.d_eff < best_d) {
+      best = e.f;
+      best_d = e.d_eff;
+    }
+  }
+  return best;
+}
+
+Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
+                          bool need_gpu_kernel) {
+  Model out = m;
+  for (Layer& l : out.layers) {
+    for (int i = 0; i < 7; ++i) {
+      Weight* w = layer_weight(l, i);
+      SPARROW_ASSIGN_OR_RETURN(HostMatrix d, decode(*w));
+      SPARROW_ASSIGN_OR_RETURN(*w, prune_and_encode(d.view(), mask, format, need_gpu_kernel));
+    }
+  }
+  return out;
+}
+
+Result<Model> reencode_model(const Model& m, Format format) {
+  Model out = m;
+  for (Layer& l : out.layers) {
+    for (int i = 0; i < 7; ++i) {
+      Weight* w = layer_weight(l, i);
+      SPARROW_ASSIGN_OR_RETURN(HostMatrix d, decode(*w));
+      SPARROW_ASSIGN_OR_RETURN(*w, encode(format, d.view()));
+    }
+  }
+  return out;
+}
+
+Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
+                          const std::string& format, bool need_gpu_kernel, int threads) {
+  SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
+  const io::ModelConfig& ic = so.config;
+  LlamaConfig c;
+  c.model_type = ic.model_type;
+  c.hidden = ic.hidden_size;
+  c.layers = ic.num_layers;
+  c.heads = ic.num_heads;
+  c.kv_heads = ic.num_kv_heads;
+  c.head_dim = ic.head_dim;
+  c.intermediate = ic.intermediate_size;
+  c.vocab = ic.vocab_size;
+  c.context = ic.max_position_embeddings;
+  c.rope.theta = ic.rope_theta;
+  c.rms_eps = ic.norm_eps;
+  c.tied_embeddings = ic.tie_word_embeddings;
+  SPARROW_RETURN_IF_ERROR(c.check());
+
+  Model m;
+  m.name = preset + " (synth)";
+  m.config = c;
+  m.dtype = so.dtype;
+  m.embed = patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed);
+  m.final_norm.assign(size_t(c.hidden), 1.0f);
+  if (c.tied_embeddings) {
+    SPARROW_ASSIGN_OR_RETURN(m.lm_head, encode(Format::dense, m.embed.view()));
+  } else {
+    SPARROW_ASSIGN_OR_RETURN(
+        m.lm_head, encode(Format::dense,
+                          patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed + 1).view()));
+  }
+  m.layers.resize(size_t(c.layers));
+  const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},      {c.kv_dim(), c.hidden},
+                                {c.kv_dim(), c.hidden},     {c.hidden, c.q_dim()},
+                                {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
+                                {c.hidden, c.intermediate}};
+  // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned and encoded once and
+  // copied into every layer: generating 7B weights element by element takes minutes of host
+  // time, and the values do not change what a kernel reads (each layer still has its own copy
+  // in device memory, so nothing is shared in caches).
+  std::vector<Weight> roles(7);
+  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
+    const HostMatrix w = patterns::trained_like(m.dtype, shapes[which][0], shapes[which][1],
+                                                so.seed + 100 + uint64_t(which));
+    SPARROW_ASSIGN_OR_RETURN(roles[size_t(which)],
+                             prune_and_encode(w.view(), mask, format, need_gpu_kernel));
+    return {};
+  }));
+  for (Layer& l : m.layers)
+    for (int which = 0; which < 7; ++which) *layer_weight(l, which) = roles[size_t(which)];
+  for (Layer& l : m.layers) {
+    l.attn_norm.assign(size_t(c.hidden), 1.0f);
+    l.mlp_norm.assign(size_t(c.hidden), 1.0f);
+  }
+  return m;
+}
+
+}  // namespace sparrow::engine

@@ -1,0 +1,25 @@
+// What `run`, `perplexity` and `bench-model` share: loading a model directory and making the
+// backend the user asked for, with errors printed the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sparrow/engine/backend.hpp"
+
+namespace sparrow::cli {
+
+// Loads `dir`; on failure prints "sparrow <cmd>: <message>" and returns null.
+std::shared_ptr<const engine::Model> load_model_or_report(const char* cmd, const std::string& dir);
+
+// `backend` is "cpu", "gpu" or "auto" (the GPU when one is present). On failure prints the
+// reason and sets `exit_code` (bad argument 2, no GPU 3, anything else 1).
+std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const std::string& backend,
+                                                        std::shared_ptr<const engine::Model> model,
+                                                        const engine::BackendOptions& opt,
+                                                        int& exit_code);
+
+// "1.2 MB", "3.4 GB".
+std::string human_bytes(size_t bytes);
+
+}  // namespace sparrow::cli

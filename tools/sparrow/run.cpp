@@ -1,0 +1,142 @@
+// sparrow run: generate tokens from a model directory on the GPU or CPU backend.
+//   --tokens: prints "tokens: <ids>" on stdout (for scripts); -p on a byte-level model: prints
+//   the prompt and its continuation as text. Timings and diagnostics go to stderr.
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sparrow/commands.hpp"
+#include "sparrow/engine/generate.hpp"
+#include "sparrow/model_args.hpp"
+
+namespace sparrow::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model_dir, prompt, tokens, backend = "auto";
+  int64_t n = 128;
+  float temperature = 0.0f, top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int batch = 1;
+};
+
+// "1,2,3" or "1 2 3".
+Result<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::string s = text;
+  for (char& ch : s)
+    if (ch == ',') ch = ' ';
+  std::istringstream in(s);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    char* end = nullptr;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX) {
+      return invalid_argument("--tokens: '" + word + "' is not a token id");
+    }
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty()) return invalid_argument("--tokens is empty");
+  return ids;
+}
+
+int run_run(const RunArgs& a) {
+  auto fail_args = [](const std::string& msg) {
+    std::fprintf(stderr, "sparrow run: %s\n", msg.c_str());
+    return kExitBadArgs;
+  };
+  if (a.prompt.empty() == a.tokens.empty()) return fail_args("give exactly one of -p or --tokens");
+  if (a.batch < 1) return fail_args("--batch must be >= 1");
+  engine::SamplingParams sp;
+  sp.temperature = a.temperature;
+  sp.top_k = a.top_k;
+  sp.top_p = a.top_p;
+  sp.seed = a.seed;
+  if (Status s = sp.check(); !s.ok()) return fail_args(s.message());
+
+  auto model = load_model_or_report("run", a.model_dir);
+  if (!model) return 1;
+  std::vector<int32_t> prompt;
+  if (!a.tokens.empty()) {
+    auto ids = parse_ids(a.tokens);
+    if (!ids.ok()) return fail_args(ids.status().message());
+    prompt = ids.value();
+  } else {
+    if (!model->byte_level) {
+      return fail_args("model '" + model->name +
+                       "' has no tokenizer sparrow can use (only byte-level models take text); "
+                       "pass token ids with --tokens 1,2,3");
+    }
+    for (unsigned char ch : a.prompt) prompt.push_back(int32_t(ch));
+  }
+
+  engine::BackendOptions opt;
+  opt.max_batch = a.batch;
+  int exit_code = 0;
+  auto backend = make_backend_or_report("run", a.backend, model, opt, exit_code);
+  if (!backend) return exit_code;
+
+  auto g = engine::generate(*backend, std::vector<std::vector<int32_t>>(size_t(a.batch), prompt),
+                            a.n, sp);
+  if (!g.ok()) {
+    std::fprintf(stderr, "sparrow run: %s\n", g.status().to_string().c_str());
+    return g.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
+  }
+  for (const auto& seq : g->tokens) {
+    if (!a.tokens.empty()) {
+      std::string line = "tokens:";
+      for (int32_t t : seq) line += " " + std::to_string(t);
+      std::printf("%s\n", line.c_str());
+    } else {
+      std::string text = a.prompt;
+      for (int32_t t : seq) text.push_back(char(t));
+      std::printf("%s\n", text.c_str());
+    }
+  }
+  std::fflush(stdout);
+  const int64_t n = a.n;
+  const engine::MemoryReport mem = backend->memory();
+  std::fprintf(stderr,
+               "sparrow run: %s backend, batch %d: prompt %lld tokens in %.3f s (%.1f t/s), "
+               "%lld new tokens in %.3f s (%.1f t/s per sequence)\n",
+               backend->name(), a.batch, (long long)g->prompt_tokens, g->prefill_seconds,
+               double(g->prompt_tokens * a.batch) / std::max(g->prefill_seconds, 1e-9),
+               (long long)n, g->prefill_seconds + g->decode_seconds,
+               n > 1 ? double(n - 1) / std::max(g->decode_seconds, 1e-9) : 0.0);
+  std::fprintf(stderr, "sparrow run: model %s, KV cache %s, peak device memory %s\n",
+               human_bytes(mem.model_bytes).c_str(), human_bytes(mem.kv_cache_bytes).c_str(),
+               human_bytes(mem.peak_device_bytes).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Generate tokens with a Llama-family model (dense or sparse sparrow checkpoint). "
+      "Text prompts work for byte-level models (vocab 256, no tokenizer file); other "
+      "models take token ids with --tokens.");
+  cmd->add_option("-m,--model", args->model_dir, "model directory (config.json + safetensors)")
+      ->required();
+  cmd->add_option("-p,--prompt", args->prompt, "prompt text (byte-level models only)");
+  cmd->add_option("--tokens", args->tokens, "prompt token ids, e.g. 1,2,3; prints 'tokens: ...'");
+  cmd->add_option("-n,--n-predict", args->n, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temp", args->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", args->top_p, "nucleus sampling threshold")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("-b,--batch", args->batch, "run the prompt as this many sequences at once")
+      ->capture_default_str();
+  cmd->add_option("--backend", args->backend, "gpu, cpu or auto (the GPU when present)")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_run(*args); });
+}
+
+}  // namespace sparrow::cli
