@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# gpu-test hook: the inference engine on the GPU. bench-model on tinyllama-py (when
+# SPARROW_TINYLLAMA points at it) dense vs 50 %, then a Llama-2-7B-shaped synthetic model built in
+# memory, dense vs 50/70/90 % (issue 6's table). The GPU engine tests themselves run in the
+# gpu-tests stage (GpuEngine.*).
+set -euo pipefail
+BUILD=$1
+if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then
+  "$BUILD/sparrow" run -m "$SPARROW_TINYLLAMA" --backend gpu -n 48 \
+    --tokens 100,101,102,32,102,111,114,119,97,114,100,40,115,101,108,102,44,32,120,41,58,10,32,32,32,32
+  "$BUILD/sparrow" bench-model -m "$SPARROW_TINYLLAMA" --sparsity 0,0.5 -p 256 -n 64 -b 1,8 -r 3
+fi
+"$BUILD/sparrow" bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9 -p 128 -n 32 -b 1,8 -r 2
