@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kernels/kernel.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/io/synth.hpp"
 #include "sparrow/patterns.hpp"
 
@@ -40,11 +41,14 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
   Format f;
   if (format == "auto") {
     f = auto_format(1.0 - prune::zero_fraction(pruned.view()), need_gpu_kernel);
+  } else if (format == "fastest") {
+    // The rule table's choice for decode (N = 1): dense wherever no sparse kernel measured faster.
+    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), 1).format;
   } else {
     auto parsed = parse_format(format);
     if (!parsed) {
       return invalid_argument("unknown format '" + format +
-                              "' (auto, dense, csr, macko, tca_bme, tiled_csl, nm)");
+                              "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
     }
     f = *parsed;
   }

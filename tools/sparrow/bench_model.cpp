@@ -235,7 +235,8 @@ void register_bench_model(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option(
          "--format", args->format,
-         "format of pruned layers: auto (smallest with a GPU kernel), csr, macko, tca_bme, "
+         "format of pruned layers: auto (smallest with a GPU kernel), fastest (the rule table's "
+         "pick for decode, N = 1), csr, macko, tca_bme, "
          "tiled_csl, dense")
       ->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens (ppP)")->capture_default_str();

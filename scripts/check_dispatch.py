@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""How good are the rule table's choices on measured rows?
+
+For every benchmarked problem (shape, N, sparsity) of the given `sparrow bench` CSVs it replays
+the dispatcher's lookup (scripts/make_rule_table.py cells, nearest N within 2x, nearest sparsity
+within 0.1) and reports:
+  * kernel choice: the picked kernel of each format vs that format's fastest kernel on this
+    shape (within 5 % counts as right);
+  * format choice: pick_format's format (dense unless a sparse kernel's cell is > 1x cuBLAS) vs
+    the fastest of all candidates on this shape.
+With the table generated from the same CSVs this is an in-sample check: it shows how much a
+per-(format, N, sparsity) table loses by ignoring the shape.
+
+usage: scripts/check_dispatch.py TABLE.inc FILE.csv [FILE.csv ...]
+"""
+import csv
+import math
+import re
+import sys
+from collections import defaultdict
+
+
+def load_cells(path):
+    cells = []
+    for line in open(path):
+        m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), ([\d.]+), (\d+)\},', line)
+        if m:
+            cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[5])))
+    return cells
+
+
+def pick_kernel(cells, fmt, n, s):
+    own = [c for c in cells if c[0] == fmt]
+    if not own:
+        return None, 0.0
+    dn = min(abs(math.log2(c[2]) - math.log2(n)) for c in own)
+    if dn > 1.0:
+        return None, 0.0
+    best_n = [c for c in own if abs(math.log2(c[2]) - math.log2(n)) == dn][0][2]
+    at_n = [c for c in own if c[2] == best_n]
+    ds = min(abs(c[3] - s) for c in at_n)
+    if ds > 0.1:
+        return None, 0.0
+    c = max((c for c in at_n if abs(c[3] - s) == ds), key=lambda c: c[4])
+    return c[1], c[4]
+
+
+def main():
+    cells = load_cells(sys.argv[1])
+    rows = defaultdict(list)
+    for path in sys.argv[2:]:
+        lines = [l for l in open(path) if not l.startswith("#")]
+        for r in csv.DictReader(lines):
+            if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith(("cusparse", "matmul")):
+                continue
+            rows[(r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"])].append(r)
+    k_total = k_ok = f_total = f_ok = 0
+    misses = []
+    for key, rs in sorted(rows.items()):
+        shape, n, s, pattern = key
+        us = {r["kernel"]: float(r["us"]) for r in rs}
+        for fmt in sorted({r["format"] for r in rs}):
+            own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
+            kname, _ = pick_kernel(cells, fmt, n, s)
+            if kname is None or kname not in own or len(own) < 2:
+                continue
+            k_total += 1
+            if own[kname] <= 1.05 * min(own.values()):
+                k_ok += 1
+            else:
+                misses.append(f"kernel {key} {fmt}: picked {kname} {own[kname]:.1f} us, best {min(own, key=own.get)} {min(own.values()):.1f} us")
+        best_fmt, best_sp = "dense", 1.0
+        for fmt in ("csr", "macko", "tca_bme", "tiled_csl"):
+            kname, sp = pick_kernel(cells, fmt, n, s)
+            if kname and sp > best_sp:
+                best_fmt, best_sp, best_k = fmt, sp, kname
+        chosen = "dense.cublas" if best_fmt == "dense" else best_k
+        if chosen in us:
+            f_total += 1
+            if us[chosen] <= 1.05 * min(us.values()):
+                f_ok += 1
+            else:
+                misses.append(f"format {key}: picked {chosen} {us[chosen]:.1f} us, best {min(us, key=us.get)} {min(us.values()):.1f} us")
+    print(f"kernel choice within 5 % of the format's best: {k_ok}/{k_total} = {100.0 * k_ok / max(k_total, 1):.1f} %")
+    print(f"format choice within 5 % of the best candidate: {f_ok}/{f_total} = {100.0 * f_ok / max(f_total, 1):.1f} %")
+    for m in misses:
+        print("  miss:", m)
+
+
+if __name__ == "__main__":
+    main()
