@@ -399,6 +399,14 @@ int run_bench(const BenchOptions& opt) {
           weights.emplace(key, std::move(ws));
         }
 
+        // The scratch of the expand_cublas kernels: one whole expanded W, as the engine gives it.
+        const size_t ws_bytes = size_t(shape.m) * size_t((shape.k + 7) / 8 * 8) * es;
+        auto ws_mem = detail::device_alloc(ws_bytes);
+        if (!ws_mem.ok()) return fatal(ws_mem.status());
+        MatmulOptions mopt;
+        mopt.workspace = ws_mem.value().get();
+        mopt.workspace_bytes = ws_bytes;
+
         for (size_t ni = 0; ni < opt.ns.size(); ++ni) {
           const int64_t n = opt.ns[ni];
           const HostMatrix& x = xs[ni];
@@ -469,13 +477,13 @@ int run_bench(const BenchOptions& opt) {
               r.kernel = sp->kernel_name();
               call = [&sp](int i, cudaStream_t st) { return sp->run(i, st); };
             } else if (c.kind == Candidate::Kind::matmul) {
-              call = [&ws, dx, dy](int i, cudaStream_t st) {
-                return matmul(dy, ws.copies[size_t(i)], dx, st);
+              call = [&ws, dx, dy, mopt](int i, cudaStream_t st) {
+                return matmul(dy, ws.copies[size_t(i)], dx, st, mopt);
               };
             } else {
               const kernels::KernelInfo* k = c.info;
-              call = [&ws, k, dx, dy](int i, cudaStream_t st) {
-                return k->run(kernels::Problem{ws.copies[size_t(i)], dx, dy, {}}, st);
+              call = [&ws, k, dx, dy, mopt](int i, cudaStream_t st) {
+                return k->run(kernels::Problem{ws.copies[size_t(i)], dx, dy, mopt}, st);
               };
             }
 

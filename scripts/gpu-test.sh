@@ -30,8 +30,8 @@ TESTS=$BUILD/sparrow_gpu_tests
 # Measured on the H100 (2026-11-22, before the tensor-core kernels were merged): bench-random
 # 64-67 s, bench-magnitude 21-22 s, bench-best-bf16 3 s, memcheck 7-8 s; the GPU tests took
 # over 60 s.
-TESTS_LIMIT=${TESTS_LIMIT:-180}
-MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-60}
+TESTS_LIMIT=${TESTS_LIMIT:-300}
+MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-120}
 BENCH_LIMIT=${BENCH_LIMIT:-150}
 MAGNITUDE_LIMIT=${MAGNITUDE_LIMIT:-45}
 BEST_LIMIT=${BEST_LIMIT:-30}
@@ -47,8 +47,8 @@ BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 MAGNITUDE_SHAPES=${MAGNITUDE_SHAPES:-4096x4096,11008x4096,4096x11008}
 # `best` = every kernel plus sparrow::matmul's pick per format, so wrong picks show.
 BENCH_FORMATS=${BENCH_FORMATS:-best}
-TC_FORMATS=${TC_FORMATS:-dense.cublas,tca_bme.mma,tiled_csl.mma}
-TC_LIMIT=${TC_LIMIT:-120}
+TC_FORMATS=${TC_FORMATS:-dense.cublas,tca_bme.mma,tiled_csl.mma,csr.expand_cublas,macko.expand_cublas,tca_bme.expand_cublas}
+TC_LIMIT=${TC_LIMIT:-240}
 
 stages=()
 overall=0

@@ -19,8 +19,9 @@ struct KernelPick {
   std::string reason;
 };
 
-// The kernel matmul runs for a weight of format `f` and this density at N tokens. Fails with
-// unsupported when the build has no GPU kernel for the format.
+// The kernel matmul runs for a weight of format `f` and this density at N tokens, given a
+// workspace large enough for every kernel (matmul skips kernels whose workspace it was not given).
+// Fails with unsupported when the build has no GPU kernel for the format.
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n);
 
 struct FormatPick {

@@ -13,12 +13,18 @@ using Stream = CUstream_st*;  // a cudaStream_t; nullptr is the legacy default s
 struct MatmulOptions {
   const void* bias = nullptr;  // (M) on the device, same dtype as Y, or null
   bool accumulate = false;     // Y += X * W^T
+  // Device scratch (16-byte aligned) for the kernels that expand a compressed weight to dense and
+  // run cuBLAS on it (<format>.expand_cublas, for prefill-sized N). Without one, or with less than
+  // a whole expanded W (M x round_up(K, 8) elements), matmul never picks them.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 // W on the device (to_device), X (N x K) and Y (N x M) device views of W's dtype. Asynchronous on
 // `stream`, no allocation, no host synchronisation, capturable in a CUDA graph. Bad arguments
 // (null or element-misaligned pointers, shape or dtype mismatch, a host weight) return
-// invalid_argument before anything is launched.
+// invalid_argument before anything is launched. The workspace, when given, must stay untouched by
+// other work on other streams until the call has finished on `stream`.
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt = {});
 

@@ -10,4 +10,4 @@ if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; t
     --tokens 100,101,102,32,102,111,114,119,97,114,100,40,115,101,108,102,44,32,120,41,58,10,32,32,32,32
   "$BUILD/sparrow" bench-model -m "$SPARROW_TINYLLAMA" --sparsity 0,0.5 -p 256 -n 64 -b 1,8 -r 3
 fi
-"$BUILD/sparrow" bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9 -p 128 -n 32 -b 1,8 -r 2
+"$BUILD/sparrow" bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 1,8,32 -r 2

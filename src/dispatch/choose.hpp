@@ -5,7 +5,8 @@
 
 namespace sparrow {
 
-// Null when the build has no kernel for the format.
-const kernels::KernelInfo* choose_kernel(Format f, double density, int64_t n);
+// The kernel matmul runs for weight w at N = n with this much workspace (kernels that need more are
+// skipped). Null when the build has no kernel for the format.
+const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes);
 
 }  // namespace sparrow

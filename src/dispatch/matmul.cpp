@@ -9,7 +9,7 @@ namespace sparrow {
 
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt) {
-  const kernels::KernelInfo* k = choose_kernel(format_of(w), density_of(w), x.rows);
+  const kernels::KernelInfo* k = choose_kernel(w, x.rows, opt.workspace ? opt.workspace_bytes : 0);
   if (k == nullptr) {
     return unsupported(std::string("no GPU kernel for the ") + format_name(format_of(w)) +
                        " format in this build");

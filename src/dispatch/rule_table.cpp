@@ -37,10 +37,17 @@ std::string fmt(const char* f, double a) {
   return buf;
 }
 
-// The fastest measured cell for (format, n, sparsity) among kernels in this build: the log-nearest
-// measured N within 2x, then the nearest measured sparsity. Null when nothing close was measured.
-// No allocation: matmul calls this on every launch.
-const Cell* best_cell(Format f, double sparsity, int64_t n) {
+// Whether matmul may run kernel k on weight w (null: any weight) with this much workspace: kernels
+// that need a workspace are chosen only when they get enough for one pass, as measured.
+bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_bytes) {
+  return w == nullptr || kernels::workspace_need(k, *w).full <= workspace_bytes;
+}
+
+// The fastest measured cell for (format, n, sparsity) among usable kernels in this build: the
+// log-nearest measured N within 2x, then the nearest measured sparsity. Null when nothing close was
+// measured. No allocation: matmul calls this on every launch.
+const Cell* best_cell(Format f, double sparsity, int64_t n, const Weight* w = nullptr,
+                      size_t workspace_bytes = 0) {
   double best_dn = 1e9;
   int64_t best_n = -1;
   for (const Cell& c : kCells) {
@@ -57,7 +64,9 @@ const Cell* best_cell(Format f, double sparsity, int64_t n) {
   const Cell* best = nullptr;
   for (const Cell& c : kCells) {
     if (c.format != f || c.n != best_n || std::fabs(c.sparsity - sparsity) != best_ds) continue;
-    if (kernels::find_kernel(c.kernel) == nullptr) continue;  // measured, not in this build
+    const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
+    if (k == nullptr) continue;  // measured, not in this build
+    if (!usable(*k, w, workspace_bytes)) continue;
     if (!best || c.speedup > best->speedup) best = &c;
   }
   return best;
@@ -65,10 +74,11 @@ const Cell* best_cell(Format f, double sparsity, int64_t n) {
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
 // else the first registered one (every kernel is correct for any N). Null when none exists.
-const kernels::KernelInfo* fallback_kernel(Format f, int64_t n) {
+const kernels::KernelInfo* fallback_kernel(Format f, int64_t n, const Weight* w = nullptr,
+                                           size_t workspace_bytes = 0) {
   const kernels::KernelInfo* first = nullptr;
   for (const auto& k : kernels::all_kernels()) {
-    if (k.format != f) continue;
+    if (k.format != f || !usable(k, w, workspace_bytes)) continue;
     if (!first) first = &k;
     if (n >= k.best_min_n && n <= k.best_max_n) return &k;
   }
@@ -97,9 +107,11 @@ double density_of(const Weight& w) {
   return 1.0;
 }
 
-const kernels::KernelInfo* choose_kernel(Format f, double density, int64_t n) {
-  if (const Cell* c = best_cell(f, 1.0 - density, n)) return kernels::find_kernel(c->kernel);
-  return fallback_kernel(f, n);
+const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes) {
+  const Format f = format_of(w);
+  if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, &w, workspace_bytes))
+    return kernels::find_kernel(c->kernel);
+  return fallback_kernel(f, n, &w, workspace_bytes);
 }
 
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n) {

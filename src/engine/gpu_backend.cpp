@@ -11,6 +11,7 @@
 
 #include "core/cuda_check.hpp"
 #include "engine/gpu_ops.hpp"
+#include "kernels/kernel.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
 
@@ -116,6 +117,20 @@ class GpuBackend final : public Backend {
             size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() + 2 * c.intermediate + c.vocab) *
             es +
         partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
+    // Prefill passes may expand a compressed layer to dense and run cuBLAS on it (the
+    // <format>.expand_cublas kernels): one scratch the size of the largest such layer, shared by
+    // all. Decode-only runs (a handful of rows per pass) never pick those kernels.
+    if (rows_ >= kExpandMinRows) {
+      auto widen = [this](const Weight& w) {
+        for (const auto& k : kernels::all_kernels())
+          if (k.format == format_of(w))
+            expand_bytes_ = std::max(expand_bytes_, kernels::workspace_need(k, w).full);
+      };
+      for (const Layer& l : m.layers)
+        for (const Weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) widen(*w);
+      widen(m.lm_head);
+      mem_.workspace_bytes += expand_bytes_;
+    }
     size_t free_b = 0, total_b = 0;
     SPARROW_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
     const size_t need = mem_.model_bytes + mem_.kv_cache_bytes + mem_.workspace_bytes;
@@ -179,6 +194,7 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
     SPARROW_RETURN_IF_ERROR(act(logits_, c.vocab));
     SPARROW_ASSIGN_OR_RETURN(partials_, DeviceArray::alloc(partial_floats * sizeof(float)));
+    SPARROW_ASSIGN_OR_RETURN(expand_, DeviceArray::alloc(expand_bytes_));
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(pos_, DeviceArray::alloc(sizeof(int32_t)));
@@ -292,7 +308,7 @@ class GpuBackend final : public Backend {
       SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.attn_norm.get<float>(), eps, h_.get(), R,
                                             cfg.hidden, dt_, stream_));
       const ConstMatrixView h = view(h_, R, cfg.hidden);
-      MatmulOptions qo, ko, vo;
+      MatmulOptions qo = with_scratch(), ko = with_scratch(), vo = with_scratch();
       qo.bias = L.q_bias.get();
       ko.bias = L.k_bias.get();
       vo.bias = L.v_bias.get();
@@ -305,14 +321,14 @@ class GpuBackend final : public Backend {
       SPARROW_RETURN_IF_ERROR(gpu::attention(q_.get(), k_cache_[li].get(), v_cache_[li].get(),
                                              attn_.get(), partials_.get<float>(), rows, shape_,
                                              split_len, n_splits, dt_, stream_));
-      MatmulOptions residual;
+      MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
       SPARROW_RETURN_IF_ERROR(
           matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
       SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.mlp_norm.get<float>(), eps, h_.get(), R,
                                             cfg.hidden, dt_, stream_));
-      SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_));
-      SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, h, stream_));
+      SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
+      SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
       SPARROW_RETURN_IF_ERROR(
           gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
       SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
@@ -329,7 +345,7 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(gpu::rms_norm(src->get(), final_norm_.get<float>(), eps, h_.get(),
                                           out_rows, cfg.hidden, dt_, stream_));
     SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
-                                   view(h_, out_rows, cfg.hidden), stream_));
+                                   view(h_, out_rows, cfg.hidden), stream_, with_scratch()));
     if (greedy) {
       SPARROW_RETURN_IF_ERROR(
           gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
@@ -387,6 +403,17 @@ class GpuBackend final : public Backend {
   std::vector<DeviceArray> k_cache_, v_cache_;
   DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
       pos_;
+  // Scratch of the expand_cublas kernels (empty when no pass has enough rows to pick them).
+  static constexpr int64_t kExpandMinRows = 32;
+  DeviceArray expand_;
+  size_t expand_bytes_ = 0;
+
+  // Options for every matmul of a pass: the expand scratch, plus the caller's bias/accumulate.
+  MatmulOptions with_scratch(MatmulOptions o = {}) const {
+    o.workspace = expand_.get();
+    o.workspace_bytes = expand_bytes_;
+    return o;
+  }
   std::map<int, cudaGraphExec_t> graphs_;
   bool graphs_enabled_ = true;
 };

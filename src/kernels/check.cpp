@@ -42,6 +42,10 @@ Status check_problem(const Problem& p, Format expected) {
   return Status::success();
 }
 
+WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w) {
+  return k.workspace ? k.workspace(w) : WorkspaceNeed{};
+}
+
 const KernelInfo* find_kernel(const char* name) {
   for (const auto& k : all_kernels()) {
     if (std::strcmp(k.name, name) == 0) return &k;

@@ -10,6 +10,7 @@ struct DeviceInfo {
   int sm_count = 0;
   int max_smem_per_block = 0;  // bytes a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin)
   int max_smem_per_sm = 0;     // bytes per SM (cudaDevAttrMaxSharedMemoryPerMultiprocessor)
+  int l2_bytes = 0;            // cudaDevAttrL2CacheSize
 };
 
 // The current device's info; an error Status if no device is usable.

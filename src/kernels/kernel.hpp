@@ -20,12 +20,23 @@ struct Problem {
 
 using RunFn = Status (*)(const Problem&, Stream);
 
+// Device scratch a kernel needs, in bytes (MatmulOptions::workspace): `full` for one pass over W,
+// `min` the least it runs with (then in row chunks, more slowly).
+struct WorkspaceNeed {
+  size_t full = 0, min = 0;
+};
+using WorkspaceFn = WorkspaceNeed (*)(const Weight&);
+
 struct KernelInfo {
   const char* name;  // unique, "<format>.<kernel>": "dense.gemv", "dense.cublas", "macko.warp_row"
   Format format;     // the weight format it reads
   int64_t best_min_n, best_max_n;  // the N range it is built for (it is correct for any N >= 1)
   RunFn run;
+  WorkspaceFn workspace = nullptr;  // null: needs none
 };
+
+// What the kernel needs for this weight ({0, 0} for kernels without a workspace).
+WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w);
 
 // Every kernel in this build.
 const std::vector<KernelInfo>& all_kernels();

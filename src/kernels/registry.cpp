@@ -2,6 +2,7 @@
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/cublas.hpp"
 #include "kernels/dense/gemv.hpp"
+#include "kernels/expand/expand.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
@@ -19,6 +20,12 @@ const std::vector<KernelInfo>& all_kernels() {
       {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
       {"tca_bme.mma", Format::tca_bme, 8, 512, run_tca_bme_mma},
       {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},
+      // Expand to dense in the caller's workspace, then cuBLAS: prefill-sized N on stored-sparse
+      // weights (chosen only when MatmulOptions carries a workspace).
+      {"csr.expand_cublas", Format::csr, 64, 1 << 20, expand::run_csr, expand::workspace},
+      {"macko.expand_cublas", Format::macko, 64, 1 << 20, expand::run_macko, expand::workspace},
+      {"tca_bme.expand_cublas", Format::tca_bme, 64, 1 << 20, expand::run_tca_bme,
+       expand::workspace},
       // cuBLAS: the baseline and the dense fallback (prefill-sized N too).
       {"dense.cublas", Format::dense, 1, 1 << 20, &dense_cublas},
   };

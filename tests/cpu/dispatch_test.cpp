@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "dispatch/choose.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/patterns.hpp"
@@ -66,5 +67,35 @@ TEST(Dispatch, DensityOfEachFormat) {
     auto e = encode(f, w.view(), o);
     ASSERT_TRUE(e.ok());
     EXPECT_NEAR(density_of(e.value()), f == Format::dense ? 1.0 : 0.5, 1e-12) << format_name(f);
+  }
+}
+
+// matmul's own choice: a kernel that needs a workspace (expand_cublas) only when the call gives
+// it one large enough for a whole pass; otherwise a kernel of the same format that needs none.
+TEST(Dispatch, WorkspaceKernelsOnlyWithEnoughWorkspace) {
+  const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 3);
+  for (Format f : {Format::csr, Format::macko, Format::tca_bme}) {
+    auto w = encode(f, h.view());
+    ASSERT_TRUE(w.ok());
+    const kernels::KernelInfo* expand = nullptr;
+    for (const auto& k : kernels::all_kernels())
+      if (k.format == f && k.workspace) expand = &k;
+    ASSERT_NE(expand, nullptr) << format_name(f) << " has no expand_cublas kernel";
+    const size_t full = kernels::workspace_need(*expand, w.value()).full;
+    EXPECT_EQ(full, size_t(300) * 200 * 2);  // 300 x round_up(200, 8) fp16 elements
+    bool picked_expand = false;
+    for (int64_t n : {1, 8, 64, 256, 512, 4096}) {
+      for (size_t ws : {size_t(0), full - 1}) {
+        const kernels::KernelInfo* k = choose_kernel(w.value(), n, ws);
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(k->workspace, nullptr) << k->name << " chosen with " << ws << " bytes, N=" << n;
+        EXPECT_EQ(k->format, f);
+      }
+      const kernels::KernelInfo* k = choose_kernel(w.value(), n, full);
+      ASSERT_NE(k, nullptr);
+      picked_expand |= k == expand;
+    }
+    // Beyond every measured N the kernel built for it (expand_cublas up to 2^20) is the fallback.
+    EXPECT_TRUE(picked_expand) << format_name(f);
   }
 }

@@ -135,7 +135,9 @@ inline void check_strided(const char* name, Format f, DType t) {
       const ConstMatrixView xv = dx.view;
       DeviceMatrix dy = DeviceMatrix::alloc(t, n, m, ldy);
       dy.poison();
-      Status st = k.run(kernels::Problem{dw.value(), xv, dy.view, {}}, nullptr);
+      MatmulOptions opt;
+      give_workspace(k, hw, opt);
+      Status st = k.run(kernels::Problem{dw.value(), xv, dy.view, opt}, nullptr);
       ASSERT_TRUE(st.ok()) << st.to_string();
       CUDA_OK(cudaDeviceSynchronize());
       auto ref = reference::matmul_f64(hw, x.view());
@@ -170,6 +172,7 @@ inline void check_graph_replay(const char* name, Format f, DType t) {
     DeviceMatrix bias = DeviceMatrix::upload(patterns::dense_random(t, 1, m, 73));
     MatmulOptions opt;
     opt.bias = bias.view.data;
+    give_workspace(k, hw, opt);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     y_direct.poison();
@@ -205,7 +208,11 @@ inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, 2, 24, 82));
   DeviceMatrix y = DeviceMatrix::alloc(t, 2, 16);
   y.poison();
-  auto expect_rejected = [&](const kernels::Problem& p, const char* what) {
+  MatmulOptions ws;
+  give_workspace(k, hw, ws);
+  auto expect_rejected = [&](kernels::Problem p, const char* what) {
+    p.opt.workspace = ws.workspace;  // so only the flaw under test can be the reason
+    p.opt.workspace_bytes = ws.workspace_bytes;
     const Status st = k.run(p, nullptr);
     EXPECT_EQ(st.code(), Code::invalid_argument) << name << ": " << what << ": " << st.to_string();
   };

@@ -58,6 +58,29 @@ struct DeviceMatrix {
   }
 };
 
+// Gives `opt` the workspace kernel k needs for w (none for most kernels). `minimal`: the least the
+// kernel accepts, so kernels that work in row bands run several bands on any M > 64; otherwise
+// one pass. The buffer is poisoned (0xFF) on every call, so a kernel that reads scratch it did not
+// write shows NaN; it is kept across calls and only grows: allocate before a graph capture.
+inline void give_workspace(const kernels::KernelInfo& k, const Weight& w, MatmulOptions& opt,
+                           bool minimal = true) {
+  static void* buffer = nullptr;
+  static size_t capacity = 0;
+  const kernels::WorkspaceNeed need = kernels::workspace_need(k, w);
+  const size_t bytes = minimal ? need.min : need.full;
+  if (bytes == 0) return;
+  if (bytes > capacity) {
+    if (buffer) cudaFree(buffer);
+    buffer = nullptr;
+    capacity = 0;
+    if (cudaMalloc(&buffer, bytes) != cudaSuccess) return;
+    capacity = bytes;
+  }
+  cudaMemset(buffer, 0xFF, bytes);
+  opt.workspace = buffer;
+  opt.workspace_bytes = bytes;
+}
+
 struct KernelCheck {
   double error = 1e30;  // normalised error vs the double reference; infinity on NaN/Inf
   std::string failure;  // non-empty when the kernel or a CUDA call failed
@@ -84,6 +107,7 @@ inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host
   MatmulOptions opt;
   opt.bias = with_bias ? db.view.data : nullptr;
   opt.accumulate = accumulate;
+  give_workspace(k, host_w, opt);
   Status st = k.run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, nullptr);
   if (!st.ok()) {
     out.failure = st.to_string();

@@ -22,7 +22,7 @@ namespace sparrow::cli {
 namespace {
 
 struct BenchModelArgs {
-  std::string model_dir, synth, backend = "gpu", method = "magnitude", format = "auto";
+  std::string model_dir, synth, backend = "gpu", method = "magnitude", format = "fastest";
   std::string batches = "1", sparsities;
   int64_t prompt = 512, gen = 128;
   int reps = 5, threads = 0;

@@ -60,33 +60,40 @@ cudaDataType_t cuda_type(DType t) {
 
 Status dense_cublas_prepare() { return handle_for_current_device().status(); }
 
-Status dense_cublas(const Problem& p, Stream stream) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense));
-  const auto& w = std::get<dense::Matrix>(p.w);
+Status detail::cublas_gemm(const void* w, int64_t M, int64_t K, int64_t ldw,
+                           const ConstMatrixView& x, const MatrixView& y,
+                           const MatmulOptions& opt, Stream stream) {
   SPARROW_ASSIGN_OR_RETURN(cublasHandle_t handle, handle_for_current_device());
   SPARROW_RETURN_IF_ERROR(cublas_status(cublasSetStream(handle, stream), "cublasSetStream"));
 
-  const int64_t M = w.shape.rows, K = w.shape.cols, N = p.n();
-  if (M > INT32_MAX || K > INT32_MAX || N > INT32_MAX || w.ld > INT32_MAX ||
-      p.x.ld > INT32_MAX || p.y.ld > INT32_MAX) {
-    return unsupported("dense.cublas: a dimension exceeds cuBLAS's 32-bit sizes");
+  const int64_t N = x.rows;
+  if (M > INT32_MAX || K > INT32_MAX || N > INT32_MAX || ldw > INT32_MAX || x.ld > INT32_MAX ||
+      y.ld > INT32_MAX) {
+    return unsupported("cuBLAS: a dimension exceeds cuBLAS's 32-bit sizes");
   }
 
-  float beta = p.opt.accumulate ? 1.0f : 0.0f;
-  if (p.opt.bias) {
+  float beta = opt.accumulate ? 1.0f : 0.0f;
+  if (opt.bias) {
     SPARROW_RETURN_IF_ERROR(
-        detail::fill_bias_rows(p.y, p.opt.bias, /*overwrite=*/!p.opt.accumulate, stream));
+        detail::fill_bias_rows(y, opt.bias, /*overwrite=*/!opt.accumulate, stream));
     beta = 1.0f;
   }
   const float alpha = 1.0f;
-  const cudaDataType_t t = cuda_type(w.shape.dtype);
+  const cudaDataType_t t = cuda_type(y.dtype);
   // Row-major Y (N x M) is column-major Y^T (M x N) = W * X^T. Row-major W (M x K, ld) read as
   // column-major is W^T (K x M), hence op T; row-major X (N x K) read column-major is X^T (K x N).
   return cublas_status(
-      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(M), int(N), int(K), &alpha,
-                   w.values.data(), t, int(w.ld), p.x.data, t, int(p.x.ld), &beta, p.y.data, t,
-                   int(p.y.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(M), int(N), int(K), &alpha, w, t,
+                   int(ldw), x.data, t, int(x.ld), &beta, y.data, t, int(y.ld),
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx");
+}
+
+Status dense_cublas(const Problem& p, Stream stream) {
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense));
+  const auto& w = std::get<dense::Matrix>(p.w);
+  return detail::cublas_gemm(w.values.data(), w.shape.rows, w.shape.cols, w.ld, p.x, p.y, p.opt,
+                             stream);
 }
 
 }  // namespace sparrow::kernels

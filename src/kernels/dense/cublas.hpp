@@ -16,6 +16,11 @@ Status dense_cublas(const Problem& p, Stream stream);
 Status dense_cublas_prepare();
 
 namespace detail {
+// Y = X * W^T (+ bias) (+ Y) for a dense row-major W (m x k, leading dimension ldw elements) of
+// Y's dtype on the device: what dense.cublas runs, and the GEMM of the expand_cublas kernels.
+Status cublas_gemm(const void* w, int64_t m, int64_t k, int64_t ldw, const ConstMatrixView& x,
+                   const MatrixView& y, const MatmulOptions& opt, Stream stream);
+
 // Y[n, m] = bias[m] (overwrite) or Y[n, m] += bias[m] on `stream`; bias_epilogue.cu.
 Status fill_bias_rows(const MatrixView& y, const void* bias, bool overwrite, Stream stream);
 }  // namespace detail

@@ -1,0 +1,154 @@
+// <format>.expand_cublas vs the CPU reference: the standard decode-kernel checks (which give the
+// kernel its minimal workspace, so every M > 64 runs in several 64-row bands), prefill-sized N
+// with one-pass and banded workspaces, the expansion itself bit for bit against the host decode,
+// the missing-workspace error, and matmul's choice with and without a workspace.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gpu/decode_kernel_checks.hpp"
+#include "kernels/expand/expand.hpp"
+#include "sparrow/dispatch.hpp"
+#include "sparrow/matmul.hpp"
+
+using namespace sparrow;
+
+SPARROW_DECODE_KERNEL_TESTS(CsrExpandCublas, "csr.expand_cublas", Format::csr)
+SPARROW_DECODE_KERNEL_TESTS(MackoExpandCublas, "macko.expand_cublas", Format::macko)
+SPARROW_DECODE_KERNEL_TESTS(TcaBmeExpandCublas, "tca_bme.expand_cublas", Format::tca_bme)
+
+namespace {
+
+const std::pair<const char*, Format> kExpandKernels[] = {
+    {"csr.expand_cublas", Format::csr},
+    {"macko.expand_cublas", Format::macko},
+    {"tca_bme.expand_cublas", Format::tca_bme}};
+
+}  // namespace
+
+// Prefill-sized N (the range the kernels are for), both workspace sizes, odd shapes.
+TEST(ExpandCublas, PrefillSizedN) {
+  uint64_t seed = 9100;
+  for (auto [name, f] : kExpandKernels) {
+    const auto& k = test::kernel_named(name);
+    for (DType t : {DType::fp16, DType::bf16}) {
+      for (auto [m, kk] : {std::pair<int64_t, int64_t>{130, 70}, {1000, 333}, {4097, 4095}}) {
+        const Weight w = test::encode_or_fail(f, test::make_weight(t, "magnitude", m, kk, 0.6, seed));
+        for (int n : {64, 127, 129, 255, 513}) {
+          if (m > 1000 && n != 64) continue;  // the double reference costs ~0.1 s per token here
+          for (bool minimal : {true, false}) {
+            const test::KernelCheck c = [&] {
+              // check_kernel gives the minimal workspace; for one pass, run it by hand.
+              if (minimal) return test::check_kernel(k, w, n, seed + n);
+              test::KernelCheck out;
+              const HostMatrix x = patterns::dense_random(t, n, kk, seed + n);
+              auto dw = to_device(w);
+              if (!dw.ok()) return out;
+              test::DeviceMatrix dx = test::DeviceMatrix::upload(x);
+              test::DeviceMatrix dy = test::DeviceMatrix::alloc(t, n, m);
+              dy.poison();
+              MatmulOptions opt;
+              test::give_workspace(k, w, opt, /*minimal=*/false);
+              Status st = k.run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, nullptr);
+              if (!st.ok()) {
+                out.failure = st.to_string();
+                return out;
+              }
+              cudaDeviceSynchronize();
+              auto ref = reference::matmul_f64(w, x.view());
+              if (!ref.ok()) return out;
+              out.error = reference::normalized_error(dy.download().view(), ref.value());
+              return out;
+            }();
+            EXPECT_TRUE(test::kernel_ok(c, t))
+                << name << " " << dtype_name(t) << " " << m << "x" << kk << " N=" << n
+                << (minimal ? " banded" : " one pass");
+          }
+        }
+        seed += 17;
+      }
+    }
+  }
+}
+
+// The expanded rows equal the host decode bit for bit, for a band in the middle of the matrix.
+TEST(ExpandCublas, ExpandRowsMatchesHostDecode) {
+  for (auto [name, f] : kExpandKernels) {
+    for (DType t : {DType::fp16, DType::bf16}) {
+      for (double s : {0.0, 0.5, 0.97}) {
+        const HostMatrix h = test::make_weight(t, "magnitude", 333, 517, s, 4242);
+        const Weight w = test::encode_or_fail(f, h);
+        auto dw = to_device(w);
+        ASSERT_TRUE(dw.ok());
+        auto decoded = sparrow::decode(w);
+        ASSERT_TRUE(decoded.ok());
+        const int64_t ld = kernels::expand::expanded_ld(517);
+        const int64_t r0 = 128, r1 = 333;  // two whole bands and a partial one
+        const size_t es = dtype_size(t);
+        void* dst = nullptr;
+        CUDA_OK(cudaMalloc(&dst, size_t((r1 - r0) * ld) * es));
+        CUDA_OK(cudaMemset(dst, 0xFF, size_t((r1 - r0) * ld) * es));
+        ASSERT_TRUE(kernels::expand::expand_rows(dw.value(), r0, r1, dst, ld, nullptr).ok());
+        std::vector<uint8_t> got(size_t((r1 - r0) * ld) * es);
+        CUDA_OK(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
+        cudaFree(dst);
+        bool same = true;
+        for (int64_t r = r0; r < r1 && same; ++r)
+          same = std::memcmp(got.data() + size_t((r - r0) * ld) * es,
+                             static_cast<const uint8_t*>(decoded.value().data()) + size_t(r * 517) * es,
+                             size_t(517) * es) == 0;
+        EXPECT_TRUE(same) << name << " " << dtype_name(t) << " s=" << s;
+      }
+    }
+  }
+}
+
+TEST(ExpandCublas, RejectsMissingOrSmallWorkspace) {
+  for (auto [name, f] : kExpandKernels) {
+    const auto& k = test::kernel_named(name);
+    const Weight hw = test::encode_or_fail(f, patterns::random(DType::fp16, 200, 96, 0.5, 5));
+    auto dw = to_device(hw);
+    ASSERT_TRUE(dw.ok());
+    test::DeviceMatrix x = test::DeviceMatrix::upload(patterns::dense_random(DType::fp16, 70, 96, 6));
+    test::DeviceMatrix y = test::DeviceMatrix::alloc(DType::fp16, 70, 200);
+    MatmulOptions none;
+    Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, none}, nullptr);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << name;
+    EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.to_string();
+    MatmulOptions small;
+    test::give_workspace(k, hw, small);
+    small.workspace_bytes -= 1;  // one byte short of one band
+    EXPECT_EQ(k.run(kernels::Problem{dw.value(), x.view, y.view, small}, nullptr).code(),
+              Code::invalid_argument)
+        << name;
+  }
+}
+
+// matmul never picks a kernel that needs a workspace it was not given, and gives correct results
+// either way at a prefill-sized N.
+TEST(ExpandCublas, MatmulWithAndWithoutWorkspace) {
+  for (auto [name, f] : kExpandKernels) {
+    const HostMatrix h = patterns::random(DType::fp16, 300, 256, 0.5, 11);
+    const Weight hw = test::encode_or_fail(f, h);
+    auto dw = to_device(hw);
+    ASSERT_TRUE(dw.ok());
+    const HostMatrix x = patterns::dense_random(DType::fp16, 256, 256, 12);
+    test::DeviceMatrix dx = test::DeviceMatrix::upload(x);
+    auto ref = reference::matmul_f64(hw, x.view());
+    ASSERT_TRUE(ref.ok());
+    for (bool with_ws : {false, true}) {
+      test::DeviceMatrix dy = test::DeviceMatrix::alloc(DType::fp16, 256, 300);
+      dy.poison();
+      MatmulOptions opt;
+      if (with_ws) test::give_workspace(test::kernel_named(name), hw, opt, /*minimal=*/false);
+      Status st = matmul(dy.view, dw.value(), dx.view, nullptr, opt);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_LE(reference::normalized_error(dy.download().view(), ref.value()),
+                test::tolerance(DType::fp16))
+          << name << (with_ws ? " with" : " without") << " workspace";
+    }
+  }
+}
