@@ -5,15 +5,17 @@
 #                                          (default build/release; .carry/bin after scripts/carry.sh)
 #
 # Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
-# decode tables of issue 3 (random), the tensor-core table of issue 4 (N = 8..512), a magnitude
-# pass and bf16 with --formats best, then every scripts/gpu-test.d/*.sh (each gets BUILD_DIR and
+# decode tables of issue 3 (random), the tensor-core and expansion table of issue 4 (N = 8..512),
+# matmul's picks at prefill N, a magnitude pass and bf16 with --formats best, then every scripts/gpu-test.d/*.sh (each gets BUILD_DIR and
 # OUT_DIR; e.g. checkpoints.sh reads sparrow's checkpoints back with Python's safetensors).
-# Everything goes under $OUT (default out/gpu-test), at most 8 files, one level deep:
+# Everything goes under $OUT (default out/gpu-test), one level deep:
 #   gpu-test.log          every stage's output, in order
-#   bench-random.{json,csv}, bench-tc.csv, bench-magnitude.csv, bench-best-bf16.json
+#   bench-random.{json,csv}, bench-tc.csv, bench-prefill-best.json, bench-magnitude.csv,
+#   bench-best-bf16.json
 #   extra.log             the optional stages (only if one ran)
 #   summary.txt           the stage table and the decode summary (also printed last)
-# Budget: at most 8 minutes on an H100 (the sum of the stage limits, env *_LIMIT seconds).
+# Budget: about 12 minutes on an H100 with the engine stage (see below), more than one device
+# command may take: run it in two calls with SKIP (bench/RESULTS.md shows how).
 # Exit code: 0 when every stage passed, else 1.
 set -uo pipefail
 
@@ -27,14 +29,14 @@ SPARROW=$BUILD/sparrow
 TESTS=$BUILD/sparrow_gpu_tests
 : >"$LOG"
 
-# Measured on the H100 (2026-11-22, before the tensor-core kernels were merged): bench-random
-# 64-67 s, bench-magnitude 21-22 s, bench-best-bf16 3 s, memcheck 7-8 s; the GPU tests took
-# over 60 s.
+# Measured on the H100 (2026-11-22 22:40-22:54 UTC): gpu-tests 229 s, memcheck 47 s, bench-random
+# 99 s, bench-tensor-core 96 s, bench-prefill-best 27 s, bench-magnitude 30 s, bench-best-bf16 4 s,
+# checkpoints 4 s, engine 204 s.
 TESTS_LIMIT=${TESTS_LIMIT:-300}
 MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-120}
 BENCH_LIMIT=${BENCH_LIMIT:-150}
 MAGNITUDE_LIMIT=${MAGNITUDE_LIMIT:-45}
-BEST_LIMIT=${BEST_LIMIT:-30}
+BEST_LIMIT=${BEST_LIMIT:-60}
 # Stage names to leave out, space-separated (e.g. SKIP="gpu-tests memcheck" for a bench-only run).
 SKIP=${SKIP:-}
 EXTRA_LIMIT=${EXTRA_LIMIT:-45}
@@ -110,6 +112,11 @@ stage bench-tensor-core "$TC_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHA
   --n 8,16,32,64,128,256,512 --sparsity 0.5,0.7,0.9 --pattern random \
   --formats "$TC_FORMATS" --reps 50 --csv "$OUT_DIR/bench-tc.csv"
 
+# What matmul picks at prefill-sized N (with a workspace, so the expand_cublas kernels compete).
+stage bench-prefill-best "$BEST_LIMIT" "$LOG" "$SPARROW" bench --shapes 4096x4096,11008x4096 \
+  --n 64,256 --sparsity 0.5,0.9 --pattern random --formats best --reps 30 \
+  --json "$OUT_DIR/bench-prefill-best.json"
+
 stage bench-magnitude "$MAGNITUDE_LIMIT" "$LOG" "$SPARROW" bench --shapes "$MAGNITUDE_SHAPES" \
   --n 1,8 --sparsity 0.5,0.7,0.9 --pattern magnitude --formats "$BENCH_FORMATS" --reps 50 \
   --csv "$OUT_DIR/bench-magnitude.csv"
@@ -133,7 +140,7 @@ fi
   for s in "${stages[@]}"; do echo "  $s"; done
   grep -E '^# (gpu|clocks|read bandwidth|sparrow)' "$LOG" | sort -u
   if command -v python3 >/dev/null && [ -f "$HERE/bench_summary.py" ]; then
-    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-best-bf16.json; do
+    for j in "$OUT_DIR"/bench-random.json "$OUT_DIR"/bench-prefill-best.json "$OUT_DIR"/bench-best-bf16.json; do
       [ -f "$j" ] && python3 "$HERE/bench_summary.py" "$j"
     done
   fi
