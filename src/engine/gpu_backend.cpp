@@ -78,8 +78,10 @@ class GpuBackend final : public Backend {
   GpuBackend(std::shared_ptr<const Model> m, const BackendOptions& opt, int64_t context)
       : model_(std::move(m)), max_batch_(opt.max_batch), context_(context) {
     const int64_t budget = std::max<int64_t>(opt.prefill_chunk, opt.max_batch);
-    chunk_ = std::max<int64_t>(1, budget / opt.max_batch);  // tokens per sequence per pass
-    rows_ = int64_t(max_batch_) * chunk_;
+    // Rows per pass (activations are sized for them); a pass of `batch` sequences takes
+    // rows_ / batch tokens of each (chunk_for), so a batch smaller than max_batch still prefills
+    // in full-sized passes.
+    rows_ = int64_t(max_batch_) * std::max<int64_t>(1, budget / opt.max_batch);
   }
   ~GpuBackend() override {
     for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
@@ -221,7 +223,7 @@ class GpuBackend final : public Backend {
     logits.assign(size_t(batch) * size_t(all_logits ? count : 1) * size_t(V), 0.0f);
     std::vector<uint8_t> host;
     for (int64_t done = 0; done < count;) {
-      const int64_t c = std::min(chunk_, count - done);
+      const int64_t c = std::min(chunk_for(batch), count - done);
       SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
       const bool want = all_logits || done + c == count;
       SPARROW_RETURN_IF_ERROR(run_pass(batch, c, all_logits, false));
@@ -251,7 +253,7 @@ class GpuBackend final : public Backend {
                         std::vector<int32_t>& next) override {
     SPARROW_RETURN_IF_ERROR(check_forward_args(*this, tokens, batch, count));
     for (int64_t done = 0; done < count;) {
-      const int64_t c = std::min(chunk_, count - done);
+      const int64_t c = std::min(chunk_for(batch), count - done);
       SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
       if (c == 1 && graphs_enabled_) {
         SPARROW_RETURN_IF_ERROR(replay_decode(batch));
@@ -390,7 +392,10 @@ class GpuBackend final : public Backend {
 
   std::shared_ptr<const Model> model_;
   int max_batch_;
-  int64_t context_, chunk_ = 1, rows_ = 1, position_ = 0;
+  int64_t context_, rows_ = 1, position_ = 0;
+
+  // Tokens of each sequence per pass for a batch of `batch` sequences.
+  int64_t chunk_for(int batch) const { return std::max<int64_t>(1, rows_ / batch); }
   DType dt_ = DType::fp16;
   gpu::AttentionShape shape_;
   int64_t split_len_decode_ = 1, splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;

@@ -121,6 +121,28 @@ TEST(GpuEngine, BatchedSequencesMatchSingleRuns) {
   }
 }
 
+// A batch smaller than the backend's max_batch prefills in full-sized passes: one sequence on a
+// backend built for 4 runs the same 64-row passes as on a backend built for 1, so the logits are
+// bit-identical (before, it ran 16-row passes: other kernels, other roundings, 4x the weight reads).
+TEST(GpuEngine, SmallBatchPrefillsInFullPasses) {
+  NEED_TINYLLAMA();
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 200; ++i) tokens.push_back(32 + (i * 37) % 90);
+  std::vector<std::vector<float>> logits(2);
+  int idx = 0;
+  for (int max_batch : {1, 4}) {
+    engine::BackendOptions opt;
+    opt.max_batch = max_batch;
+    opt.prefill_chunk = 64;
+    auto gpu = engine::make_gpu_backend(model, opt);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    Status s = gpu.value()->forward(tokens.data(), 1, int64_t(tokens.size()), false, logits[idx++]);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_TRUE(logits[0] == logits[1]) << "max_batch 4 prefilled a single sequence differently";
+}
+
 TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
   NEED_TINYLLAMA();
   prune::MaskOptions mo;
