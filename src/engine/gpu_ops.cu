@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "core/cuda_check.hpp"
@@ -43,6 +44,11 @@ Status dispatch_dtype(DType t, F&& f) {
 }
 
 int blocks_for(int64_t n, int threads) { return int((n + threads - 1) / threads); }
+
+// Threads of the one-block-per-row kernels (rms_norm, argmax). In decode there is one row, so
+// the block is the whole kernel: 256 threads measured 6.6 µs (rms_norm over 4096) and 23.6 µs
+// (argmax over 32000) on the H100, bound by each thread's serial chain of loads.
+constexpr int kRowThreads = 1024;
 
 // ---- embeddings, norms, element-wise ------------------------------------------------------------
 
@@ -134,39 +140,41 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
 
 // ---- rotary embeddings + KV cache ---------------------------------------------------------------
 
-// One block per row. Pairs (i, i + head_dim/2) of every q and k head rotate by pos * inv_freq[i]
-// (HF's rotate_half convention); k and v land in the caches.
+// Block (row, head) over the q heads then the kv heads; thread j rotates the pair
+// (j, j + head_dim/2) by pos * inv_freq[j] (HF's rotate_half convention); k and v land in the
+// caches. One block per row with a loop over every head measured 18.8 µs per decode step on the
+// H100 (a serial chain of sincosf per thread); a block per head runs in ~2 µs.
 template <class T>
 __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v_cache,
                                   const float* inv_freq, RowLayout rows, AttentionShape s) {
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x, head = blockIdx.y;
   const int64_t b = r / rows.count, i = r % rows.count;
   const int64_t pos = int64_t(rows.pos0[0]) + i;
   const int64_t hd = s.head_dim, half = hd / 2;
   const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
-  T* qr = q + r * qd;
-  const T* kr = k + r * kvd;
-  const T* vr = v + r * kvd;
-  T* kc = k_cache + (b * s.context + pos) * kvd;
-  T* vc = v_cache + (b * s.context + pos) * kvd;
-  for (int64_t e = threadIdx.x; e < (s.heads + s.kv_heads) * half; e += blockDim.x) {
-    const int64_t head = e / half, j = e % half;
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
     float sn, cs;
     sincosf(float(pos) * inv_freq[j], &sn, &cs);  // fp32 angle as HF computes it
     if (head < s.heads) {
-      T* h = qr + head * hd;
+      T* h = q + r * qd + head * hd;
       const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
       h[j] = from_f<T>(x1 * cs - x2 * sn);
       h[j + half] = from_f<T>(x2 * cs + x1 * sn);
     } else {
       const int64_t kh = head - s.heads;
-      const T* h = kr + kh * hd;
+      const T* h = k + r * kvd + kh * hd;
+      T* kc = k_cache + (b * s.context + pos) * kvd + kh * hd;
       const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
-      kc[kh * hd + j] = from_f<T>(x1 * cs - x2 * sn);
-      kc[kh * hd + j + half] = from_f<T>(x2 * cs + x1 * sn);
+      kc[j] = from_f<T>(x1 * cs - x2 * sn);
+      kc[j + half] = from_f<T>(x2 * cs + x1 * sn);
     }
   }
-  for (int64_t e = threadIdx.x; e < kvd; e += blockDim.x) vc[e] = vr[e];
+  if (head >= s.heads) {
+    const int64_t kh = head - s.heads;
+    const T* vr = v + r * kvd + kh * hd;
+    T* vc = v_cache + (b * s.context + pos) * kvd + kh * hd;
+    for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) vc[e] = vr[e];
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------------
@@ -211,24 +219,50 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   float m = -INFINITY, l = 0.0f;
   const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
   const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
-  for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
-    const T* kj = kbase + j * kvd;
-    float dot = 0.0f;
+  // kKeysInFlight of this warp's keys per step: their K rows are loaded before any dot product
+  // is reduced, so the loads overlap instead of each key waiting for the previous one's
+  // reduction (one key per step measured 8.4 µs for 33 keys on the H100).
+  constexpr int kKeysInFlight = 4;
+  for (int64_t j0 = begin + warp; j0 < end; j0 += int64_t(kAttnWarps) * kKeysInFlight) {
+    float dot[kKeysInFlight];
 #pragma unroll
-    for (int e = 0; e < kMaxDimPerLane; ++e) {
-      const int64_t d = lane + 32 * e;
-      if (d < hd) dot += qv[e] * to_f(kj[d]);
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      const int64_t j = j0 + int64_t(u) * kAttnWarps;
+      dot[u] = 0.0f;
+      if (j < end) {
+        const T* kj = kbase + j * kvd;
+#pragma unroll
+        for (int e = 0; e < kMaxDimPerLane; ++e) {
+          const int64_t d = lane + 32 * e;
+          if (d < hd) dot[u] += qv[e] * to_f(kj[d]);
+        }
+      }
     }
-    dot = warp_sum(dot);
-    const float m_new = fmaxf(m, dot);
-    const float corr = __expf(m - m_new);
-    const float p = __expf(dot - m_new);
-    l = l * corr + p;
-    const T* vj = vbase + j * kvd;
+    float m_new = m;
 #pragma unroll
-    for (int e = 0; e < kMaxDimPerLane; ++e) {
-      const int64_t d = lane + 32 * e;
-      acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      dot[u] = warp_sum(dot[u]);
+      if (j0 + int64_t(u) * kAttnWarps < end) m_new = fmaxf(m_new, dot[u]);
+    }
+    const float corr = __expf(m - m_new);
+    float p[kKeysInFlight];
+#pragma unroll
+    for (int u = 0; u < kKeysInFlight; ++u)
+      p[u] = j0 + int64_t(u) * kAttnWarps < end ? __expf(dot[u] - m_new) : 0.0f;
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < kMaxDimPerLane; ++e) acc[e] *= corr;
+#pragma unroll
+    for (int u = 0; u < kKeysInFlight; ++u) {
+      const int64_t j = j0 + int64_t(u) * kAttnWarps;
+      if (j >= end) continue;
+      l += p[u];
+      const T* vj = vbase + j * kvd;
+#pragma unroll
+      for (int e = 0; e < kMaxDimPerLane; ++e) {
+        const int64_t d = lane + 32 * e;
+        acc[e] += d < hd ? p[u] * to_f(vj[d]) : 0.0f;
+      }
     }
     m = m_new;
   }
@@ -301,7 +335,7 @@ Status rms_norm(const void* x, const float* w, float eps, void* out, int64_t row
                 DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    rms_norm_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(x), w, eps,
+    rms_norm_kernel<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(x), w, eps,
                                                            static_cast<T*>(out), hidden);
     SPARROW_CUDA_CHECK_LAUNCH("rms_norm");
     return {};
@@ -313,7 +347,9 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
                       DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    rope_cache_kernel<T><<<unsigned(rows.batch * rows.count), 128, 0, stream>>>(
+    const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads + s.kv_heads));
+    const unsigned threads = unsigned(std::min<int64_t>(128, std::max<int64_t>(32, s.head_dim / 2)));
+    rope_cache_kernel<T><<<grid, threads, 0, stream>>>(
         static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
         static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s);
     SPARROW_CUDA_CHECK_LAUNCH("rope_and_cache");
@@ -375,7 +411,7 @@ Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DTy
               Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    argmax_kernel<T><<<unsigned(rows), 256, 0, stream>>>(static_cast<const T*>(logits), out, vocab);
+    argmax_kernel<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), out, vocab);
     SPARROW_CUDA_CHECK_LAUNCH("argmax");
     return {};
   });

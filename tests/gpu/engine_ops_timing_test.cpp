@@ -1,0 +1,142 @@
+// A timing of the engine's non-matmul kernels at the Llama-2-7B decode shapes (one token; hidden
+// 4096, 32 heads of 128, intermediate 11008, vocab 32000), to see what a decode step spends
+// outside the weight reads. Runs only when SPARROW_ENGINE_TIMING=1, e.g.
+//   SPARROW_ENGINE_TIMING=1 sparrow_gpu_tests --gtest_filter='EngineOpsTiming.*'
+// Each op is captured 100 times back to back in a CUDA graph (as a decode step runs) and the
+// graph replayed 20 times; the median replay / 100 is the op's cost including the gap between
+// graph nodes. The printed table is for the author's notes, not asserted.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/gpu_ops.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+using namespace sparrow;
+
+namespace {
+
+constexpr int kCallsPerGraph = 100;
+constexpr int kReplays = 20;
+
+// Median µs per call of `op` replayed from a graph of kCallsPerGraph calls.
+double time_op(const std::function<Status(cudaStream_t)>& op) {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (!op(s).ok()) return -1;  // warm-up (and first-use setup) outside the capture
+  cudaStreamSynchronize(s);
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  for (int i = 0; i < kCallsPerGraph; ++i) (void)op(s);
+  cudaStreamEndCapture(s, &g);
+  cudaGraphInstantiate(&e, g, 0);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> ms;
+  for (int r = 0; r < kReplays + 2; ++r) {
+    cudaEventRecord(a, s);
+    cudaGraphLaunch(e, s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    if (r >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+  return 1000.0 * ms[ms.size() / 2] / kCallsPerGraph;
+}
+
+void* device_random(size_t elems, DType t, uint64_t seed) {
+  const HostMatrix h = patterns::dense_random(t, 1, int64_t(elems), seed);
+  void* p = nullptr;
+  cudaMalloc(&p, h.bytes());
+  cudaMemcpy(p, h.data(), h.bytes(), cudaMemcpyHostToDevice);
+  return p;
+}
+
+}  // namespace
+
+TEST(EngineOpsTiming, Llama7bDecodeStep) {
+  const char* on = std::getenv("SPARROW_ENGINE_TIMING");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set SPARROW_ENGINE_TIMING=1 to run";
+  const DType t = DType::fp16;
+  const int64_t hidden = 4096, heads = 32, hd = 128, inter = 11008, vocab = 32000;
+  const std::vector<int64_t> contexts = {33, 545, 4097};
+  void* x = device_random(size_t(hidden), t, 1);
+  void* out = device_random(size_t(hidden), t, 2);
+  void* q = device_random(size_t(hidden), t, 3);
+  void* k = device_random(size_t(hidden), t, 4);
+  void* v = device_random(size_t(hidden), t, 5);
+  void* gate = device_random(size_t(inter), t, 6);
+  void* up = device_random(size_t(inter), t, 7);
+  void* logits = device_random(size_t(vocab), t, 8);
+  void* table = device_random(size_t(vocab * hidden), t, 9);
+  float* w = nullptr;
+  cudaMalloc(&w, size_t(hidden) * 4);
+  cudaMemset(w, 0, size_t(hidden) * 4);
+  float* inv = nullptr;
+  cudaMalloc(&inv, size_t(hd / 2) * 4);
+  cudaMemset(inv, 0, size_t(hd / 2) * 4);
+  int32_t* ids = nullptr;
+  cudaMalloc(&ids, 64);
+  cudaMemset(ids, 0, 64);
+
+  std::printf("| op (7B decode, 1 token) | µs per call |\n|---|---|\n");
+  auto row = [](const char* name, double us) { std::printf("| %s | %.2f |\n", name, us); };
+  row("embed", time_op([&](cudaStream_t s) {
+        return engine::gpu::embed(ids, table, x, 1, hidden, t, s);
+      }));
+  row("rms_norm", time_op([&](cudaStream_t s) {
+        return engine::gpu::rms_norm(x, w, 1e-5f, out, 1, hidden, t, s);
+      }));
+  row("swiglu (11008)", time_op([&](cudaStream_t s) {
+        return engine::gpu::swiglu(gate, up, inter, t, s);
+      }));
+  row("argmax (32000)", time_op([&](cudaStream_t s) {
+        return engine::gpu::argmax(logits, ids + 8, 1, vocab, t, s);
+      }));
+  for (int64_t ctx : contexts) {
+    const engine::gpu::AttentionShape shape{heads, heads, hd, ctx};
+    void* kc = device_random(size_t(ctx * hidden), t, 10);
+    void* vc = device_random(size_t(ctx * hidden), t, 11);
+    // Decode at the last position: every key of the context is read.
+    std::vector<int32_t> pos = {int32_t(ctx - 1)};
+    cudaMemcpy(ids + 4, pos.data(), 4, cudaMemcpyHostToDevice);
+    const engine::gpu::RowLayout rows{1, 1, ids + 4};
+    const std::string c = " (context " + std::to_string(ctx) + ")";
+    row(("rope_and_cache" + c).c_str(), time_op([&](cudaStream_t s) {
+          return engine::gpu::rope_and_cache(q, k, v, kc, vc, inv, rows, shape, t, s);
+        }));
+    for (int64_t keys : {128, 64, 32}) {
+      const int64_t split_len = std::min<int64_t>(keys, ctx);
+      const int64_t n_splits = (ctx + split_len - 1) / split_len;
+      float* partials = nullptr;
+      cudaMalloc(&partials, engine::gpu::attention_partials_floats(1, shape, n_splits) * 4);
+      row(("attention, splits of " + std::to_string(keys) + c).c_str(), time_op([&](cudaStream_t s) {
+            return engine::gpu::attention(q, kc, vc, out, partials, rows, shape, split_len,
+                                          n_splits, t, s);
+          }));
+      cudaFree(partials);
+    }
+    cudaFree(kc);
+    cudaFree(vc);
+  }
+  for (void* p : {x, out, q, k, v, gate, up, logits, table}) cudaFree(p);
+  cudaFree(w);
+  cudaFree(inv);
+  cudaFree(ids);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
