@@ -40,7 +40,8 @@ std::string fmt(const char* f, double a) {
 // Whether matmul may run kernel k on weight w (null: any weight) with this much workspace: kernels
 // that need a workspace are chosen only when they get enough for one pass, as measured.
 bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_bytes) {
-  return w == nullptr || kernels::workspace_need(k, *w).full <= workspace_bytes;
+  if (k.workspace == nullptr || w == nullptr) return true;
+  return workspace_bytes > 0 && kernels::workspace_need(k, *w).full <= workspace_bytes;
 }
 
 // The fastest measured cell for (format, n, sparsity) among usable kernels in this build: the

@@ -329,8 +329,10 @@ class GpuBackend final : public Backend {
           matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
       SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.mlp_norm.get<float>(), eps, h_.get(), R,
                                             cfg.hidden, dt_, stream_));
-      SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
-      SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
+      SPARROW_RETURN_IF_ERROR(
+          matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
+      SPARROW_RETURN_IF_ERROR(
+          matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
       SPARROW_RETURN_IF_ERROR(
           gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
       SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,

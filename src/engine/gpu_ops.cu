@@ -219,51 +219,24 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   float m = -INFINITY, l = 0.0f;
   const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
   const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
-  // kKeysInFlight of this warp's keys per step: their K rows are loaded before any dot product
-  // is reduced, so the loads overlap instead of each key waiting for the previous one's
-  // reduction. Measured on the H100 (EngineOpsTiming): 8.4 -> 8.3 µs at 33 keys (two launches
-  // and the merge dominate there), 22.0 -> 21.0 µs at 545 keys.
-  constexpr int kKeysInFlight = 4;
-  for (int64_t j0 = begin + warp; j0 < end; j0 += int64_t(kAttnWarps) * kKeysInFlight) {
-    float dot[kKeysInFlight];
+  for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
+    const T* kj = kbase + j * kvd;
+    float dot = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kKeysInFlight; ++u) {
-      const int64_t j = j0 + int64_t(u) * kAttnWarps;
-      dot[u] = 0.0f;
-      if (j < end) {
-        const T* kj = kbase + j * kvd;
-#pragma unroll
-        for (int e = 0; e < kMaxDimPerLane; ++e) {
-          const int64_t d = lane + 32 * e;
-          if (d < hd) dot[u] += qv[e] * to_f(kj[d]);
-        }
-      }
+    for (int e = 0; e < kMaxDimPerLane; ++e) {
+      const int64_t d = lane + 32 * e;
+      if (d < hd) dot += qv[e] * to_f(kj[d]);
     }
-    float m_new = m;
-#pragma unroll
-    for (int u = 0; u < kKeysInFlight; ++u) {
-      dot[u] = warp_sum(dot[u]);
-      if (j0 + int64_t(u) * kAttnWarps < end) m_new = fmaxf(m_new, dot[u]);
-    }
+    dot = warp_sum(dot);
+    const float m_new = fmaxf(m, dot);
     const float corr = __expf(m - m_new);
-    float p[kKeysInFlight];
+    const float p = __expf(dot - m_new);
+    l = l * corr + p;
+    const T* vj = vbase + j * kvd;
 #pragma unroll
-    for (int u = 0; u < kKeysInFlight; ++u)
-      p[u] = j0 + int64_t(u) * kAttnWarps < end ? __expf(dot[u] - m_new) : 0.0f;
-    l *= corr;
-#pragma unroll
-    for (int e = 0; e < kMaxDimPerLane; ++e) acc[e] *= corr;
-#pragma unroll
-    for (int u = 0; u < kKeysInFlight; ++u) {
-      const int64_t j = j0 + int64_t(u) * kAttnWarps;
-      if (j >= end) continue;
-      l += p[u];
-      const T* vj = vbase + j * kvd;
-#pragma unroll
-      for (int e = 0; e < kMaxDimPerLane; ++e) {
-        const int64_t d = lane + 32 * e;
-        acc[e] += d < hd ? p[u] * to_f(vj[d]) : 0.0f;
-      }
+    for (int e = 0; e < kMaxDimPerLane; ++e) {
+      const int64_t d = lane + 32 * e;
+      acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
     }
     m = m_new;
   }

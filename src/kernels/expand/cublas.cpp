@@ -53,8 +53,7 @@ Status run_expanded(const Problem& p, Format f, Stream stream) {
   const int64_t ld = expanded_ld(s.cols);
   const size_t es = dtype_size(s.dtype);
   const size_t row_bytes = size_t(ld) * es;
-  int64_t band = std::min<int64_t>(band_rows(f, s.rows, row_bytes),
-                                   int64_t(p.opt.workspace_bytes / row_bytes));
+  int64_t band = int64_t(std::min(need.full, p.opt.workspace_bytes) / row_bytes);
   if (band < s.rows) band = band / kBandRows * kBandRows;
 
   for (int64_t r0 = 0; r0 < s.rows; r0 += band) {

@@ -19,8 +19,9 @@ namespace {
 constexpr int kThreads = 256;  // 8 warps per block
 constexpr int kWarps = kThreads / 32;
 // Each warp builds a row in shared memory one window of this many bytes at a time, then writes
-// the window out with coalesced 16-byte stores. Scattering 2-byte stores straight into global
-// memory measured ~4x slower than the write bandwidth (one L2 transaction per non-zero).
+// the window out with coalesced 16-byte stores. Zeroing the row in global memory and scattering
+// 2-byte stores into it measured 227 us for csr.expand_cublas against 170 us this way (H100,
+// 11008x4096, 50 %, N = 64, GEMM included).
 constexpr int kWindowBytes = 4096;
 
 // Zeroes `bytes` (a multiple of 16) of a warp's shared window.
