@@ -40,13 +40,61 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
   EXPECT_GE(dense_gemv::plan(1, 1, 0, 1).warps, 1);  // a bogus SM count still gives a launch
 }
 
-TEST(DecodeLaunch, TcaBmePlan) {
-  auto a = tca_bme_decode::plan(4096, 64, 132);
-  EXPECT_EQ(a.blocks, 256);
-  EXPECT_EQ(a.warps, 16);
-  auto b = tca_bme_decode::plan(130, 2, 132);  // only two groups along K: two warps
-  EXPECT_EQ(b.blocks, 9);
-  EXPECT_EQ(b.warps, 2);
+TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {
+  // H100, one block per SM: 132 clusters of 1, 66 of 2, 33 of 4, 16 of 8 (128 SMs).
+  const int h100[4] = {132, 66, 33, 16};
+  // 11008 x 4096 (172 group rows of 64 groups): clusters of 8 give 11 rows each, 88 groups per
+  // block; single blocks would give two rows (128 groups) to 40 SMs.
+  EXPECT_EQ(tca_bme_decode::choose_cluster_blocks(172, 64, h100), 8);
+  // 4096 x 11008 (64 group rows): 2 blocks per row already give every block 86 groups; the tie
+  // goes to the smaller cluster.
+  EXPECT_EQ(tca_bme_decode::choose_cluster_blocks(64, 172, h100), 2);
+  // No clusters (sm_80, or none fit): single blocks.
+  const int a100[4] = {108, 0, 0, 0};
+  EXPECT_EQ(tca_bme_decode::choose_cluster_blocks(172, 64, a100), 1);
+  // Nothing fits at all: still a valid size.
+  const int none[4] = {0, 0, 0, 0};
+  EXPECT_EQ(tca_bme_decode::choose_cluster_blocks(172, 64, none), 1);
+}
+
+TEST(DecodeLaunch, TcaBmeWarpPiecesCoverEveryGroupOnce) {
+  // The kernel's split: warp v of P has groups [warp_begin(v), warp_begin(v + 1)), and warp_of(i)
+  // names the warp holding group i, also when there are fewer groups than warps.
+  for (int64_t groups : {int64_t(1), int64_t(3), int64_t(127), int64_t(128), int64_t(704),
+                         int64_t(5504), int64_t(1) << 33}) {
+    for (int warps : {1, 16, 128}) {
+      EXPECT_EQ(tca_bme_decode::warp_begin(groups, warps, 0), 0);
+      EXPECT_EQ(tca_bme_decode::warp_begin(groups, warps, warps), groups);
+      for (int64_t i : {int64_t(0), groups / 3, groups / 2, groups - 1}) {
+        const int v = tca_bme_decode::warp_of(groups, warps, i);
+        ASSERT_GE(v, 0);
+        ASSERT_LT(v, warps);
+        EXPECT_LE(tca_bme_decode::warp_begin(groups, warps, v), i) << groups << " " << warps;
+        EXPECT_GT(tca_bme_decode::warp_begin(groups, warps, v + 1), i) << groups << " " << warps;
+      }
+    }
+  }
+  // Clusters own whole group rows, in order, all of them.
+  EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 0), 0);
+  EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 1), 10);
+  EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 16), 172);
+}
+
+TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {
+  const int64_t groups = 100;
+  const int h100 = 227 * 1024;
+  // 50 %: 2048 values per group on average; stages of 1.1 x 2048 + 128 -> 2432 (multiple of 64).
+  EXPECT_EQ(tca_bme_decode::stage_values(groups * 2048, groups, 16, h100), 2432);
+  // Dense groups: 16 warps' stages fit 3072 values (denser groups are read from global memory);
+  // 8 warps' stages a whole group.
+  EXPECT_EQ(tca_bme_decode::stage_values(groups * 4096, groups, 16, h100), 3072);
+  EXPECT_EQ(tca_bme_decode::stage_values(groups * 4096, groups, 8, h100), 4096);
+  EXPECT_EQ(tca_bme_decode::stage_values(0, groups, 16, h100), 128);
+  // 16 warps x (two stages of 512 B bitmaps + 2 B per value, 1 KB records).
+  EXPECT_EQ(tca_bme_decode::shared_bytes(2432, 16, 8), size_t(16 * (2 * (512 + 2 * 2432) + 1024)));
+  EXPECT_LE(tca_bme_decode::shared_bytes(3072, 16, 8), size_t(h100));
+  // Tiny stages: the epilogue tiles (8 warps x 2 slots x 16 tokens x 68 floats) set the size.
+  EXPECT_EQ(tca_bme_decode::shared_bytes(64, 8, 16), size_t(8 * 2 * 16 * 68 * 4));
 }
 
 TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {

@@ -57,7 +57,46 @@ void check_fragments(const HostMatrix& w) {
   }
 }
 
+// tca_bme.decode's per-group records: fragment_pair from record 2j + high must give the same
+// registers as the dense matrix, for every tile, lane and register.
+void check_records(const HostMatrix& w) {
+  auto enc = tca_bme::encode(w.view());
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  const tca_bme::Matrix& m = enc.value();
+  const uint16_t* dense = static_cast<const uint16_t*>(w.data());
+  for (int64_t grp = 0; grp < m.groups(); ++grp) {
+    const int64_t gm = grp / m.groups_k, gk = grp % m.groups_k;
+    kernels::tca_bme_mma::HalfRecord rec[128];
+    kernels::tca_bme_mma::group_records(m.bitmaps.host().data() + grp * 64, rec);
+    const uint16_t* vs = m.values.host().data() + m.group_offsets.host()[size_t(grp)];
+    for (int t = 0; t < 16; ++t)
+      for (int lane = 0; lane < 32; ++lane) {
+        const auto lb = kernels::tca_bme_mma::lane_bits(lane);
+        for (int q = 0; q < 4; ++q) {
+          const auto& r = rec[2 * (4 * t + q) + int(lb.high)];
+          const uint32_t reg = kernels::tca_bme_mma::fragment_pair(r.word, r.base, lb, vs);
+          const int64_t row = gm * 64 + (t / 4) * 16 + (q & 1) * 8 + lane / 4;
+          const int64_t col = gk * 64 + (t % 4) * 16 + (q >> 1) * 8 + (lane % 4) * 2;
+          for (int h = 0; h < 2; ++h) {
+            const uint16_t expect = (row < w.rows() && col + h < w.cols())
+                                        ? dense[row * w.cols() + col + h]
+                                        : uint16_t(0);
+            ASSERT_EQ(uint16_t(reg >> (16 * h)), expect)
+                << "group " << grp << " tile " << t << " lane " << lane << " q " << q;
+          }
+        }
+      }
+  }
+}
+
 }  // namespace
+
+TEST(TcaBmeFragment, RecordsGiveTheDenseElements) {
+  for (double sp : {0.0, 0.5, 0.9, 0.999}) {
+    check_records(patterns::random(DType::fp16, 130, 200, sp, 17));
+  }
+  check_records(patterns::magnitude(DType::bf16, 70, 129, 0.6, 18));
+}
 
 TEST(TcaBmeFragment, MatchesDenseAtEveryLane) {
   for (double sp : {0.0, 0.5, 0.9, 0.999}) {

@@ -1,29 +1,64 @@
 // tca_bme.decode: Y = X * W^T for a tca_bme (bitmap) weight and few tokens (N = 1..16 per pass),
-// the bitmaps decoded straight into mma.m16n8k16 A fragments. See docs/kernels.md
-// ("tca_bme.decode").
+// the bitmaps decoded straight into mma.m16n8k16 A fragments, every warp streaming its own run of
+// 64x64 groups through a cp.async pipeline. See decode.cu and docs/kernels.md ("tca_bme.decode").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
 
+#if defined(__CUDACC__)
+#define SPARROW_TCA_HD __host__ __device__ __forceinline__
+#else
+#define SPARROW_TCA_HD inline
+#endif
+
 namespace sparrow::kernels::tca_bme_decode {
 
 struct Config {
-  static constexpr int kRowsPerBlock = 16;   // one tensor-core strip of a 64-row group row
-  static constexpr int kMaxWarps = 16;       // warps of a block, splitting the groups along K
-  static constexpr int kTokensPerPass = 16;  // two mma N tiles
-  static constexpr int kTargetWarpsPerSm = 32;
-  // Values of one strip of one group: at most 16 x 64, plus one chunk for 16-byte alignment.
-  static constexpr int kStripChunks = 16 * 64 / 8 + 1;  // 16-byte chunks
+  static constexpr int kStages = 2;               // groups per warp in shared memory
+  static constexpr int kTokensPerPass = 16;       // two mma n8 tiles
+  static constexpr int kMaxClusterBlocks = 8;     // portable thread-block cluster size
+  static constexpr int kBitmapBytes = 64 * 8;     // (64) uint64 per group
+  static constexpr int kRecordBytes = 128 * 8;    // (128) half-bitmap records per warp
+  static constexpr int kMaxGroupValues = 64 * 64; // a dense group
+  static constexpr int kTilePitch = 64 + 4;       // floats per row of an epilogue tile
+  // Warps per block (one block per SM): 16 with one n8 tile; 8 with two (twice the accumulators).
+  static constexpr int warps(int n_tiles) { return n_tiles == 1 ? 16 : 8; }
 };
 
-struct LaunchPlan {
-  int64_t blocks = 0;  // one per 16-row strip
-  int warps = 0;
-};
+// ---- work split (host and device) --------------------------------------------------------------
+// The grid is `clusters` clusters of `blocks` blocks, one wave. Cluster c owns group rows
+// [row_begin(c), row_begin(c + 1)) (whole 64-row group rows, so no sum crosses clusters), i.e. the
+// contiguous run of groups row_begin(c) * groups_k ... in the format's row-major group order; the
+// P = blocks * warps warps of the cluster split that run into equal contiguous pieces.
+SPARROW_TCA_HD int64_t row_begin(int64_t groups_m, int clusters, int c) {
+  return groups_m * c / clusters;
+}
+// First group (within the cluster's run of G groups) of warp v of P; warp v has
+// [warp_begin(v), warp_begin(v + 1)).
+SPARROW_TCA_HD int64_t warp_begin(int64_t groups, int warps, int v) {
+  return groups * v / warps;
+}
+// The warp whose piece holds group i of the cluster's run (0 <= i < groups).
+SPARROW_TCA_HD int warp_of(int64_t groups, int warps, int64_t i) {
+  return int(((i + 1) * warps - 1) / groups);
+}
 
-LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count);
+// Values a warp's stage holds: enough for nearly every group of a weight of this mean density,
+// at most what fits `warps` warps' stages into `smem_per_block` bytes (a group holding more is
+// decoded from global memory instead, correctly and more slowly). A multiple of 64.
+int stage_values(int64_t nnz, int64_t groups, int warps, int smem_per_block);
+
+// Dynamic shared memory of one block: its warps' stages and records, or the epilogue's partial
+// tiles (two per warp) if those are larger.
+size_t shared_bytes(int stage_values, int warps, int tokens);
+
+// The cluster size to use, given how many clusters of each size 1, 2, 4, 8 fit at once
+// (max_clusters[log2(size)], 0 = that size does not fit): the size whose busiest SM gets the
+// fewest groups, ties going to the smaller cluster.
+int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_clusters)[4]);
 
 Status run(const Problem& p, Stream stream);
 

@@ -159,6 +159,10 @@ __device__ __forceinline__ void mma_row_strip(float (&acc)[BLK_N / 8][4], const 
   }
 }
 
+template <class T, int BLK_M, int BLK_N, int THREADS>
+__device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m0, int n0,
+                                              int splits);
+
 // The epilogue. Each warp holds acc for rows (warp_row0 .. +16) of the block's BLK_M x BLK_N
 // output tile. The tile goes through shared memory (BLK_N, BLK_M + 4) fp32, which also gives
 // coalesced stores along M. With split-K (splits > 1, sm_90), the blocks of one cluster each hold
@@ -181,6 +185,17 @@ __device__ __forceinline__ void store_output(float* red, const float (&acc)[BLK_
       }
     }
   }
+  store_reduced<T, BLK_M, BLK_N, THREADS>(red, a, m0, n0, splits);
+}
+
+// The second half of store_output, for kernels that fill `red` themselves: `red` (BLK_N,
+// BLK_M + 4) fp32 holds this block's partial tile (every thread of the block wrote its part before
+// the call); the blocks of a split-K cluster are summed in rank order, then bias / accumulate and
+// the store to Y.
+template <class T, int BLK_M, int BLK_N, int THREADS>
+__device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m0, int n0,
+                                              int splits) {
+  constexpr int kRedPitch = BLK_M + 4;
   int rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
