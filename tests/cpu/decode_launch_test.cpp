@@ -6,6 +6,7 @@
 #include "kernels/dense/gemv.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
+#include "kernels/tca_bme/one_token.hpp"
 #include "kernels/token_bucket.hpp"
 #include "sparrow/patterns.hpp"
 
@@ -80,21 +81,36 @@ TEST(DecodeLaunch, TcaBmeWarpPiecesCoverEveryGroupOnce) {
   EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 16), 172);
 }
 
+TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
+  // 132 SMs x 16 warps x 8 groups = 16896 groups: 4096 x 11008 (11008 groups) runs the one-token
+  // kernel at N = 1, 28672 x 8192 (57344 groups) the streaming kernel.
+  EXPECT_TRUE(tca_bme_decode::use_one_token_kernel(64 * 172, 132));
+  EXPECT_FALSE(tca_bme_decode::use_one_token_kernel(448 * 128, 132));
+  // The one-token kernel's plan: a block per 16-row strip, warps along K.
+  auto a = tca_bme_one_token::plan(4096, 64, 132);
+  EXPECT_EQ(a.blocks, 256);
+  EXPECT_EQ(a.warps, 16);
+  auto b = tca_bme_one_token::plan(130, 2, 132);  // only two groups along K: two warps
+  EXPECT_EQ(b.blocks, 9);
+  EXPECT_EQ(b.warps, 2);
+}
+
 TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {
-  const int64_t groups = 100;
   const int h100 = 227 * 1024;
-  // 50 %: 2048 values per group on average; stages of 1.1 x 2048 + 128 -> 2432 (multiple of 64).
-  EXPECT_EQ(tca_bme_decode::stage_values(groups * 2048, groups, 16, h100), 2432);
-  // Dense groups: 16 warps' stages fit 3072 values (denser groups are read from global memory);
-  // 8 warps' stages a whole group.
-  EXPECT_EQ(tca_bme_decode::stage_values(groups * 4096, groups, 16, h100), 3072);
-  EXPECT_EQ(tca_bme_decode::stage_values(groups * 4096, groups, 8, h100), 4096);
-  EXPECT_EQ(tca_bme_decode::stage_values(0, groups, 16, h100), 128);
-  // 16 warps x (two stages of 512 B bitmaps + 2 B per value, 1 KB records).
-  EXPECT_EQ(tca_bme_decode::shared_bytes(2432, 16, 8), size_t(16 * (2 * (512 + 2 * 2432) + 1024)));
-  EXPECT_LE(tca_bme_decode::shared_bytes(3072, 16, 8), size_t(h100));
-  // Tiny stages: the epilogue tiles (8 warps x 2 slots x 16 tokens x 68 floats) set the size.
-  EXPECT_EQ(tca_bme_decode::shared_bytes(64, 8, 16), size_t(8 * 2 * 16 * 68 * 4));
+  // 16 warps with 8-token tiles: 2560 values a stage (a group of up to 62 % density; denser ones
+  // are read from global memory); 8 warps with 16-token tiles: a whole group.
+  EXPECT_EQ(tca_bme_decode::stage_values(16, 8, h100), 2560);
+  EXPECT_EQ(tca_bme_decode::stage_values(8, 16, h100), 4096);
+  // A device with little shared memory still gets the smallest stage.
+  EXPECT_EQ(tca_bme_decode::stage_values(16, 8, 48 * 1024), 64);
+  // 16 warps x 8-token first-row tiles (68 floats a token), then 16 warps x (two stages of
+  // 512 B bitmaps + 2 B per value, 1 KB records); all of it fits the block.
+  EXPECT_EQ(tca_bme_decode::shared_bytes(2432, 16, 8),
+            size_t(16 * 8 * 68 * 4 + 16 * (2 * (512 + 2 * 2432) + 1024)));
+  EXPECT_LE(tca_bme_decode::shared_bytes(2560, 16, 8), size_t(h100));
+  EXPECT_LE(tca_bme_decode::shared_bytes(4096, 8, 16), size_t(h100));
+  // Tiny stages: the last-row tiles set the size of the stage region.
+  EXPECT_EQ(tca_bme_decode::shared_bytes(64, 8, 16), size_t(2 * 8 * 16 * 68 * 4));
 }
 
 TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {

@@ -1,6 +1,36 @@
-// tca_bme.decode vs the CPU reference (see decode_kernel_checks.hpp for what each test covers).
+// tca_bme.decode vs the CPU reference (see decode_kernel_checks.hpp for what each test covers),
+// plus the cases its two kernels split on: the streaming kernel at N = 1 (a weight with enough
+// groups for every warp of a wave), a group denser than a stage (decoded from global memory),
+// and few group rows split over many clusters.
 #include "gpu/decode_kernel_checks.hpp"
+#include "kernels/device_info.hpp"
+#include "kernels/tca_bme/decode.hpp"
 
 using namespace sparrow;
 
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecode, "tca_bme.decode", Format::tca_bme)
+
+TEST(TcaBmeDecode, StreamingKernelAtOneTokenLarge) {
+  const auto& k = test::kernel_named("tca_bme.decode");
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  // Enough groups that N = 1 runs the streaming kernel on this GPU, not the one-token kernel.
+  const int64_t groups = int64_t(kernels::tca_bme_decode::Config::kStreamMinGroupsPerWarp) *
+                         kernels::tca_bme_decode::Config::warps(1) * dev.value().sm_count;
+  const int64_t m = 8192 + 37, kk = ((groups + 128) / 129) * 64 - 5;  // 129 group rows
+  ASSERT_FALSE(kernels::tca_bme_decode::use_one_token_kernel(((m + 63) / 64) * ((kk + 63) / 64),
+                                                             dev.value().sm_count));
+  const Weight w = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, m, kk, 0.6, 21));
+  test::expect_all_n(k, w, {1, 2, 9}, "tca_bme streaming N=1", 22);
+}
+
+TEST(TcaBmeDecode, DenseGroupsAndFewGroupRows) {
+  const auto& k = test::kernel_named("tca_bme.decode");
+  // Sparsity 0: every group holds 4096 values, more than a one-tile stage (decoded from global
+  // memory at N <= 8; two-tile stages hold a whole group).
+  const Weight dense = test::encode_or_fail(Format::tca_bme, patterns::random(DType::bf16, 200, 700, 0.0, 23));
+  test::expect_all_n(k, dense, {2, 8, 12}, "tca_bme 200x700 s=0", 24);
+  // One group row, many groups along K: the row is split over many warps and clusters.
+  const Weight wide = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, 40, 30000, 0.7, 25));
+  test::expect_all_n(k, wide, {2, 5, 16}, "tca_bme 40x30000 s=0.7", 26);
+}

@@ -18,8 +18,8 @@
 //
 // Per warp, a two-stage cp.async pipeline (no block barrier in the main loop): while group i is
 // decoded, group i+1's 512 B of bitmaps and its values (contiguous, 16-byte aligned) land in the
-// warp's other stage. A group holding more values than a stage (`cap`, sized from the weight's
-// mean density) is decoded from global memory instead.
+// warp's other stage. A group holding more values than a stage (`cap`: what shared memory allows,
+// ~2500 values with one token tile, a whole group with two) is decoded from global memory instead.
 //
 // Per group the warp builds 128 half-bitmap records {32-bit half, index of its first value} with
 // one warp scan of popcounts (fragment.hpp's group_records is the same table on the host); then
@@ -37,11 +37,13 @@
 #include <cmath>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <variant>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
 #include "kernels/tca_bme/fragment.hpp"
+#include "kernels/tca_bme/one_token.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
 #include "sparrow/formats/tca_bme.hpp"
@@ -71,53 +73,22 @@ __device__ __forceinline__ Lane lane_constants(int lane) {
   return {lb, lb.below, 1u << lb.shift, 2u << lb.shift};
 }
 
-// Shared-memory accesses on 32-bit addresses (the hot loop would otherwise carry 64-bit generic
-// pointers).
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 r;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "r"(addr));
-  return r;
-}
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w));
-}
+// cp.async with a 32-bit shared address (the issue loop would otherwise carry 64-bit pointers).
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
 }
 
 // One A-fragment register from the lane's record {word, first value index} of one bitmap: the
 // elements at the lane's two bits, zero where a bit is clear (fragment.hpp's fragment_pair; when
-// both bits are set the second value follows the first). `vals` is the 32-bit shared address of
-// the group's first value.
+// both bits are set the second value follows the first). Plain C++ on a shared-memory pointer:
+// the compiler then schedules these loads freely (inline asm kept them in order: slower).
 __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t base, const Lane& ln,
-                                                 uint32_t vals) {
-  uint32_t r;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p0, p1;\n"
-      "  .reg .b32 t, a, v0, v1;\n"
-      "  and.b32 t, %1, %3;\n"
-      "  popc.b32 t, t;\n"
-      "  add.u32 t, t, %2;\n"
-      "  shl.b32 t, t, 1;\n"
-      "  add.u32 a, t, %6;\n"
-      "  and.b32 t, %1, %4;\n"
-      "  setp.ne.u32 p0, t, 0;\n"
-      "  and.b32 t, %1, %5;\n"
-      "  setp.ne.u32 p1, t, 0;\n"
-      "  mov.u32 v0, 0;\n"
-      "  mov.u32 v1, 0;\n"
-      "  @p0 ld.shared.u16 v0, [a];\n"
-      "  @p0 add.u32 a, a, 2;\n"
-      "  @p1 ld.shared.u16 v1, [a];\n"
-      "  prmt.b32 %0, v0, v1, 0x5410;\n"
-      "}\n"
-      : "=r"(r)
-      : "r"(word), "r"(base), "r"(ln.below), "r"(ln.bit0), "r"(ln.bit1), "r"(vals));
-  return r;
+                                                 const uint16_t* vals) {
+  const uint16_t* p = vals + base + __popc(word & ln.below);
+  uint32_t v0 = 0, v1 = 0;
+  if (word & ln.bit0) v0 = *p++;
+  if (word & ln.bit1) v1 = *p;
+  return __byte_perm(v0, v1, 0x5410);
 }
 
 // X[row][k], X[row][k+1] as one B-fragment register, zero past K.
@@ -159,11 +130,8 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[4][NT][2], const tc::XYArgs
   }
 }
 
-// The 16 tensor-core tiles of one group into acc (4 row tiles x NT n8 tiles). The group's
-// records: the lane's half of bitmap j at shared address rec + 8 j ({word, first value index});
-// its values at shared address `vals` (SHARED) or in global memory at gvals (an oversized group).
-template <class T, int NT, bool SHARED>
-__device__ __forceinline__ void decode_group(uint32_t vals, const uint16_t* gvals, uint32_t rec,
+template <class T, int NT>
+__device__ __forceinline__ void decode_group(const uint16_t* vals, const uint4* rec,
                                              const Lane& ln, const uint32_t (&b)[4][NT][2],
                                              float (&acc)[4][NT][4]) {
 #pragma unroll
@@ -172,19 +140,12 @@ __device__ __forceinline__ void decode_group(uint32_t vals, const uint16_t* gval
     for (int tm = 0; tm < 4; ++tm) {
       const int t = tm * 4 + tk;  // tc tile, row-major in the group
       // Records of bitmaps 4t .. 4t+3: two 16-byte loads, the same address for all lanes of a half.
-      const uint4 r01 = lds128(rec + 32 * t), r23 = lds128(rec + 32 * t + 16);
+      const uint4 r01 = rec[2 * t], r23 = rec[2 * t + 1];
       uint32_t af[4];  // register q <- bitmap q of tile t
-      if constexpr (SHARED) {
-        af[0] = fragment_reg(r01.x, r01.y, ln, vals);
-        af[1] = fragment_reg(r01.z, r01.w, ln, vals);
-        af[2] = fragment_reg(r23.x, r23.y, ln, vals);
-        af[3] = fragment_reg(r23.z, r23.w, ln, vals);
-      } else {
-        af[0] = tca_bme_mma::fragment_pair(r01.x, r01.y, ln.bits, gvals);
-        af[1] = tca_bme_mma::fragment_pair(r01.z, r01.w, ln.bits, gvals);
-        af[2] = tca_bme_mma::fragment_pair(r23.x, r23.y, ln.bits, gvals);
-        af[3] = tca_bme_mma::fragment_pair(r23.z, r23.w, ln.bits, gvals);
-      }
+      af[0] = fragment_reg(r01.x, r01.y, ln, vals);
+      af[1] = fragment_reg(r01.z, r01.w, ln, vals);
+      af[2] = fragment_reg(r23.x, r23.y, ln, vals);
+      af[3] = fragment_reg(r23.z, r23.w, ln, vals);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) tc::mma_16816<T>(acc[tm][nt], af, b[tk][nt][0], b[tk][nt][1]);
     }
@@ -244,7 +205,11 @@ template <class T, int NT>
 __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     tca_decode_kernel(WeightArgs w, tc::XYArgs a, int clusters, int cap, bool x_al4) {
   constexpr int W = Config::warps(NT), BLK_N = 8 * NT, kTile = BLK_N * P;
+  constexpr int kMaxPieces = Config::kMaxClusterBlocks * W;
   extern __shared__ __align__(16) unsigned char smem[];
+  // The cluster's pieces: first group of warp u (u = 0 .. pieces) and that group's row.
+  __shared__ int64_t piece_start[kMaxPieces + 1];
+  __shared__ int piece_row[kMaxPieces + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int blocks = 1, rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -256,29 +221,35 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   const int64_t row0 = row_begin(w.groups_m, clusters, cluster);
   const int64_t rows = row_begin(w.groups_m, clusters, cluster + 1) - row0;
   const int64_t G = rows * gk_count;  // the cluster's groups
-  const int PW = blocks * W, v = rank * W + warp;
-  const int64_t begin = warp_begin(G, PW, v);
-  const int count = int(warp_begin(G, PW, v + 1) - begin);
+  const int pieces = blocks * W, v = rank * W + warp;
+  const int64_t begin = warp_begin(G, pieces, v);
+  const int count = int(warp_begin(G, pieces, v + 1) - begin);
   const int64_t g_first = row0 * gk_count + begin;  // global index of this warp's first group
 
-  // This warp's shared memory: kStages x [bitmaps (64) u64 | values (cap) u16], then its records:
-  // (2, 64) {word, first value index}, half h of bitmap j at 512 h + 8 j.
+  // Shared memory: (W, kTile) first-row tiles | per warp kStages x [bitmaps (64) u64 |
+  // values (cap) u16] and its records (2, 64) {word, first value index}, half h of bitmap j at
+  // 512 h + 8 j. After the main loop the stage region holds the (W, kTile) last-row tiles.
+  float* firsts = reinterpret_cast<float*>(smem);
+  unsigned char* stages = smem + W * kTile * sizeof(float);
   const uint32_t stage_bytes = Config::kBitmapBytes + uint32_t(cap) * 2;
-  const uint32_t mine = tc::smem_addr(smem) +
+  const uint32_t mine = tc::smem_addr(stages) +
                         uint32_t(warp) * (Config::kStages * stage_bytes + Config::kRecordBytes);
-  const uint32_t rec = mine + Config::kStages * stage_bytes;
+  const uint32_t stages_addr = tc::smem_addr(stages);
+  uint4* rec_lo = reinterpret_cast<uint4*>(stages + (mine - stages_addr) +
+                                           Config::kStages * stage_bytes);  // (2, 32) uint4
 
   // Value ranges of items first .. first+31: lane i holds item first + i.
   uint32_t off_lo = 0, off_hi = 0;
-  uint32_t first0 = 0, n0 = 0, first1 = 0, n1 = 0;  // per stage: first value, value count
-  auto issue = [&](int i) {
+  uint32_t first_val[2] = {0, 0}, n_val[2] = {0, 0};  // per stage (compile-time index)
+  auto issue = [&](int i, auto parity) {
+    constexpr int S = decltype(parity)::value;
     if ((i & 31) == 0 && i + lane < count) {
       off_lo = w.group_offsets[g_first + i + lane];
       off_hi = w.group_offsets[g_first + i + lane + 1];
     }
     const uint32_t o0 = __shfl_sync(0xffffffffu, off_lo, i & 31);
     const uint32_t nv = __shfl_sync(0xffffffffu, off_hi, i & 31) - o0;
-    const uint32_t st = mine + uint32_t(i & 1) * stage_bytes;
+    const uint32_t st = mine + S * stage_bytes;
     cp_async16(st + lane * 16, w.bitmaps + (g_first + i) * 64 + lane * 2);
     if (nv <= uint32_t(cap)) {
       // A valid group's values are a multiple of 8 (16 bytes), the next group's start aligned.
@@ -287,89 +258,81 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
       uint32_t dst = st + Config::kBitmapBytes + lane * 16;
       for (int c = lane; c < chunks; c += 32, src += 256, dst += 512) cp_async16(dst, src);
     }
-    if (i & 1) {
-      first1 = o0, n1 = nv;
-    } else {
-      first0 = o0, n0 = nv;
-    }
+    first_val[S] = o0;
+    n_val[S] = nv;
   };
 
   const Lane ln = lane_constants(lane);
-  const uint32_t my_rec = rec + (ln.bits.high ? 512u : 0u);
-  float acc[4][NT][4], acc_first[4][NT][4];  // the row being summed; the warp's first row
+  // The lane's half of the records: bitmap j's {word, first value index} at element j.
+  const uint4* my_rec = rec_lo + (ln.bits.high ? 32 : 0);
+  float acc[4][NT][4];  // the row being summed
   zero(acc);
-  zero(acc_first);
   int64_t row = g_first / gk_count, gk = g_first % gk_count;
-  bool left_first = false;
-  uint32_t b[4][NT][2];
-  if (count > 0) {
-    issue(0);
-    load_b(b, a, gk, x_al4);
-  }
-  tc::cp_async_commit();
-  for (int i = 0; i < count; ++i) {
-    // The stage refilled here held item i - 1, finished before the last iteration's __syncwarp.
-    if (i + 1 < count) issue(i + 1);
+  bool left_first = false;  // the first row's tile is in `firsts`
+  uint32_t b[2][4][NT][2];  // B fragments of the group in stage 0 / 1
+  // One group in stage S: item i. Unrolled twice so the stage, its metadata and its B fragments
+  // are compile-time choices.
+  auto step = [&](int i, auto parity) {
+    constexpr int S = decltype(parity)::value;
+    // The other stage held item i - 1, finished before the last step's final __syncwarp.
+    if (i + 1 < count) issue(i + 1, std::integral_constant<int, 1 - S>{});
     tc::cp_async_commit();
     tc::cp_async_wait<1>();  // item i has landed (this lane's copies) ...
     __syncwarp();            // ... and every lane's
-    const uint32_t st = mine + uint32_t(i & 1) * stage_bytes;
+    const uint32_t st = mine + S * stage_bytes;
     {
       // Records of the group's 64 bitmaps; lane l has bitmaps 2l, 2l+1 as (lo, hi, lo, hi).
-      const uint4 q = lds128(st + 16 * lane);
+      const uint4 q = reinterpret_cast<const uint4*>(stages + (st - stages_addr))[lane];
       const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
       const uint32_t total = p0 + p1 + p2 + p3;
       const uint32_t e = decode::warp_inclusive_scan(total, lane) - total;
-      sts128(rec + 16 * lane, make_uint4(q.x, e, q.z, e + p0 + p1));
-      sts128(rec + 512 + 16 * lane, make_uint4(q.y, e + p0, q.w, e + p0 + p1 + p2));
+      rec_lo[lane] = make_uint4(q.x, e, q.z, e + p0 + p1);
+      rec_lo[32 + lane] = make_uint4(q.y, e + p0, q.w, e + p0 + p1 + p2);
     }
     // B fragments of the next group, loaded while this one decodes.
     int64_t gk_next = gk + 1, row_next = row;
     if (gk_next == gk_count) gk_next = 0, ++row_next;
-    uint32_t b_next[4][NT][2];
-    if (i + 1 < count) load_b(b_next, a, gk_next, x_al4);
+    if (i + 1 < count) load_b(b[1 - S], a, gk_next, x_al4);
     __syncwarp();
-    const uint32_t first = (i & 1) ? first1 : first0, nv = (i & 1) ? n1 : n0;
-    if (nv <= uint32_t(cap)) {
-      decode_group<T, NT, true>(st + Config::kBitmapBytes, nullptr, my_rec, ln, b, acc);
+    if (n_val[S] <= uint32_t(cap)) {
+      const uint16_t* vs =
+          reinterpret_cast<const uint16_t*>(stages + (st - stages_addr) + Config::kBitmapBytes);
+      decode_group<T, NT>(vs, my_rec, ln, b[S], acc);
     } else {
-      decode_group<T, NT, false>(0, w.values + first, my_rec, ln, b, acc);
+      decode_group<T, NT>(w.values + first_val[S], my_rec, ln, b[S], acc);
     }
     __syncwarp();  // records and this stage are rewritten next
-    if (i + 1 < count) {
-#pragma unroll
-      for (int tk = 0; tk < 4; ++tk)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) b[tk][nt][0] = b_next[tk][nt][0], b[tk][nt][1] = b_next[tk][nt][1];
-      if (row_next != row) {  // leaving `row`: keep it if it is the first, else it is complete
-        if (!left_first) {
-#pragma unroll
-          for (int tm = 0; tm < 4; ++tm)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-              for (int c = 0; c < 4; ++c) acc_first[tm][nt][c] = acc[tm][nt][c];
-          left_first = true;
-        } else {
-          store_direct<T, NT>(acc, row, a);
-        }
-        zero(acc);
+    if (i + 1 < count && row_next != row) {
+      // Leaving `row`: the first row waits for the epilogue, a later one is complete.
+      if (!left_first) {
+        store_tile<NT>(firsts + warp * kTile, acc);
+        left_first = true;
+      } else {
+        store_direct<T, NT>(acc, row, a);
       }
-      gk = gk_next, row = row_next;
+      zero(acc);
     }
+    gk = gk_next, row = row_next;
+  };
+
+  if (count > 0) {
+    issue(0, std::integral_constant<int, 0>{});
+    load_b(b[0], a, gk, x_al4);
+  }
+  tc::cp_async_commit();
+  for (int i = 0; i < count; i += 2) {
+    step(i, std::integral_constant<int, 0>{});
+    if (i + 1 < count) step(i + 1, std::integral_constant<int, 1>{});
   }
   tc::cp_async_wait<0>();
-  __syncthreads();  // every warp is done with its stages: they become the epilogue tiles
+  __syncthreads();  // every warp is done with its stages: they take the last-row tiles
 
-  // Warp w's tiles: slot 0 its first row, slot 1 its last row (when different).
-  float* part = reinterpret_cast<float*>(smem);
-  if (count > 0) {
-    if (left_first) {
-      store_tile<NT>(part + (warp * 2 + 0) * kTile, acc_first);
-      store_tile<NT>(part + (warp * 2 + 1) * kTile, acc);
-    } else {
-      store_tile<NT>(part + (warp * 2 + 0) * kTile, acc);
-    }
+  // A warp with one row left it in `firsts`; one with more, its last row in `lasts`.
+  float* lasts = reinterpret_cast<float*>(stages);
+  if (count > 0) store_tile<NT>((left_first ? lasts : firsts) + warp * kTile, acc);
+  for (int u = threadIdx.x; u <= pieces; u += W * 32) {
+    piece_start[u] = warp_begin(G, pieces, u);
+    piece_row[u] = int(piece_start[u] / gk_count);
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (blocks > 1) {
@@ -380,26 +343,28 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
 #else
   __syncthreads();
 #endif
-  // Rows whose last piece is in this block: sum their pieces in warp order.
+  // This block finishes the rows whose last group is in its warps' pieces, summing each row's
+  // pieces in warp order (rows a single warp covered from end to end were stored directly).
+  const int64_t bs = piece_start[rank * W], be = piece_start[rank * W + W];
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int vf = warp_of(G, PW, r * gk_count), vl = warp_of(G, PW, (r + 1) * gk_count - 1);
-    if (vl / W != rank) continue;
-    auto first_row_of = [&](int u) { return warp_begin(G, PW, u) / gk_count; };
-    auto last_row_of = [&](int u) { return (warp_begin(G, PW, u + 1) - 1) / gk_count; };
-    if (vf == vl && r != first_row_of(vl) && r != last_row_of(vl)) continue;  // stored directly
+  for (int64_t r = (bs + gk_count) / gk_count - 1; be > bs && r < be / gk_count; ++r) {
+    const int64_t g0 = r * gk_count, g1 = g0 + gk_count;  // the row's groups [g0, g1)
+    int vl = rank * W;  // the piece holding g1 - 1: in this block
+    while (piece_start[vl + 1] <= g1 - 1) ++vl;
+    int vf = vl;  // the piece holding g0
+    while (piece_start[vf] > g0) --vf;
+    if (vf == vl && piece_start[vf] < g0 && piece_start[vf + 1] > g1) continue;  // stored
     for (int e = threadIdx.x; e < BLK_N * 64; e += W * 32) {
       const int nl = e / 64, ml = e % 64;
       float s = 0.f;
       for (int u = vf; u <= vl; ++u) {
-        if (warp_begin(G, PW, u) == warp_begin(G, PW, u + 1)) continue;  // a warp without groups
-        const int slot = r == first_row_of(u) ? 0 : 1;
-        const float* src = part;
+        if (piece_start[u] == piece_start[u + 1]) continue;  // a warp without groups
+        const float* src = (piece_row[u] == r ? firsts : lasts) + (u % W) * kTile;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (u / W != rank) src = cg::this_cluster().map_shared_rank(part, u / W);
+        if (u / W != rank) src = cg::this_cluster().map_shared_rank(src, u / W);
 #endif
-        s += src[((u % W) * 2 + slot) * kTile + nl * P + ml];
+        s += src[nl * P + ml];
       }
       const int64_t m = (row0 + r) * 64 + ml;
       if (m < a.m && nl < a.n) {
@@ -470,11 +435,13 @@ Status cluster_capacity(Kernel kernel, int threads, size_t smem, const tc::Devic
 }
 
 template <class T, int NT>
-Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, int64_t nnz, bool x_al4,
+Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4,
                    const tc::DeviceInfo& d, int smem_optin, cudaStream_t stream) {
   auto kernel = tca_decode_kernel<T, NT>;
   constexpr int W = Config::warps(NT);
-  const int cap = stage_values(nnz, int64_t(w.groups_m) * w.groups_k, W, smem_optin);
+  cudaFuncAttributes attr;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));  // static shared memory
+  const int cap = stage_values(W, 8 * NT, smem_optin - int(attr.sharedSizeBytes));
   const size_t smem = shared_bytes(cap, W, 8 * NT);
   SPARROW_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -518,8 +485,14 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
     a.m = int(m.shape.rows);
     a.k = int(m.shape.cols);
     a.accumulate = p.opt.accumulate;
-    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, m.nnz, x_al4, d, smem_optin, stream)
-                              : launch_pass<T, 2>(w, a, m.nnz, x_al4, d, smem_optin, stream);
+    if (a.n == 1 && use_one_token_kernel(m.groups(), d.sms)) {
+      SPARROW_RETURN_IF_ERROR(tca_bme_one_token::launch<T>(
+          m, reinterpret_cast<const T*>(a.x), static_cast<T*>(a.y),
+          static_cast<const T*>(a.bias), a.accumulate, d.sms, stream));
+      continue;
+    }
+    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, smem_optin, stream)
+                              : launch_pass<T, 2>(w, a, x_al4, d, smem_optin, stream);
     SPARROW_RETURN_IF_ERROR(s);
   }
   return Status::success();
@@ -527,27 +500,26 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
 
 }  // namespace
 
-int stage_values(int64_t nnz, int64_t groups, int warps, int smem_per_block) {
-  const double d =
-      groups > 0 ? double(nnz) / (double(groups) * Config::kMaxGroupValues) : 1.0;
-  // 10 % above the mean group plus two 64-value rows: at 50 % density that is 4+ standard
-  // deviations of a random group; denser groups (magnitude pruning) take the slow path.
-  const double want = 1.1 * d * Config::kMaxGroupValues + 128.0;
-  int v = int(std::ceil(want / 64.0)) * 64;
-  // What the block's shared memory allows: warps x (stages x (bitmaps + 2 B a value) + records).
-  const int64_t per_warp = int64_t(std::max(smem_per_block, 0)) / std::max(warps, 1);
+int stage_values(int warps, int tokens, int smem_per_block) {
+  // One block per SM whatever its stages take, so a stage gets all the block can give it:
+  // warps x (a first-row tile, stages x (bitmaps + 2 B a value), records). The smallest is 64.
+  const int64_t per_warp = int64_t(std::max(smem_per_block, 0)) / std::max(warps, 1) -
+                           int64_t(tokens) * Config::kTilePitch * 4;
   const int64_t fits =
       ((per_warp - Config::kRecordBytes) / Config::kStages - Config::kBitmapBytes) / 2 / 64 * 64;
-  v = int(std::min<int64_t>(v, fits));
-  return std::clamp(v, 64, Config::kMaxGroupValues);
+  return int(std::clamp<int64_t>(fits, 64, Config::kMaxGroupValues));
 }
 
 size_t shared_bytes(int stage_values, int warps, int tokens) {
+  const size_t tiles = size_t(warps) * size_t(tokens) * Config::kTilePitch * sizeof(float);
   const size_t stages =
       size_t(warps) * (Config::kStages * (Config::kBitmapBytes + size_t(stage_values) * 2) +
                        Config::kRecordBytes);
-  const size_t epilogue = size_t(warps) * 2 * size_t(tokens) * Config::kTilePitch * sizeof(float);
-  return std::max(stages, epilogue);
+  return tiles + std::max(stages, tiles);
+}
+
+bool use_one_token_kernel(int64_t groups, int sm_count) {
+  return groups < int64_t(Config::kStreamMinGroupsPerWarp) * Config::warps(1) * sm_count;
 }
 
 int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_clusters)[4]) {

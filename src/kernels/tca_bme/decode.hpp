@@ -26,6 +26,12 @@ struct Config {
   static constexpr int kTilePitch = 64 + 4;       // floats per row of an epilogue tile
   // Warps per block (one block per SM): 16 with one n8 tile; 8 with two (twice the accumulators).
   static constexpr int warps(int n_tiles) { return n_tiles == 1 ? 16 : 8; }
+  // A warp decodes one group in ~6 us of wall time while 15 others share its SM (H100, 2026-11-23),
+  // so a weight that gives the warps only a few groups each is latency-bound in the streaming
+  // kernel. At N = 1 and fewer than this many groups per warp the one-token CUDA-core kernel
+  // (one_token.hpp) is faster: measured 12.7 vs 22.9 us on 4096x4096, 28.2 vs 36.6 on 4096x11008
+  // (50 %); the streaming kernel from 27 groups per warp on (28672x8192: 116 vs 183 us).
+  static constexpr int kStreamMinGroupsPerWarp = 8;
 };
 
 // ---- work split (host and device) --------------------------------------------------------------
@@ -46,19 +52,23 @@ SPARROW_TCA_HD int warp_of(int64_t groups, int warps, int64_t i) {
   return int(((i + 1) * warps - 1) / groups);
 }
 
-// Values a warp's stage holds: enough for nearly every group of a weight of this mean density,
-// at most what fits `warps` warps' stages into `smem_per_block` bytes (a group holding more is
-// decoded from global memory instead, correctly and more slowly). A multiple of 64.
-int stage_values(int64_t nnz, int64_t groups, int warps, int smem_per_block);
+// Values a warp's stage holds: as many as `warps` warps' stages and first-row tiles of `tokens`
+// columns leave room for in `smem_per_block` bytes (one block per SM in any case). A group
+// holding more is decoded from global memory instead, correctly and more slowly. A multiple of 64.
+int stage_values(int warps, int tokens, int smem_per_block);
 
-// Dynamic shared memory of one block: its warps' stages and records, or the epilogue's partial
-// tiles (two per warp) if those are larger.
+// Dynamic shared memory of one block: the warps' first-row tiles, then their stages and records
+// (which the last-row tiles reuse after the main loop).
 size_t shared_bytes(int stage_values, int warps, int tokens);
 
 // The cluster size to use, given how many clusters of each size 1, 2, 4, 8 fit at once
 // (max_clusters[log2(size)], 0 = that size does not fit): the size whose busiest SM gets the
 // fewest groups, ties going to the smaller cluster.
 int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_clusters)[4]);
+
+// Whether N = 1 runs the one-token CUDA-core kernel (fewer than kStreamMinGroupsPerWarp groups
+// per warp of the streaming kernel's one wave).
+bool use_one_token_kernel(int64_t groups, int sm_count);
 
 Status run(const Problem& p, Stream stream);
 
