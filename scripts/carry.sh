@@ -5,6 +5,8 @@
 #
 #   scripts/carry.sh [BUILD_DIR] [DEST]      defaults: build/release .carry
 # then run on the device:  bash DEST/scripts/gpu-test.sh DEST/bin
+# With CARRY_GZIP=1 the binaries travel gzipped (~5 MB each instead of ~16, room for
+# tinyllama-py in DEST/tinyllama); unpack them there first: gunzip -f DEST/bin/*.gz
 set -euo pipefail
 BUILD=${1:-build/release}
 DEST=${2:-.carry}
@@ -18,6 +20,7 @@ for bin in sparrow sparrow_gpu_tests; do
   fi
   cp "$BUILD/$bin" "$DEST/bin/"
   strip --strip-debug "$DEST/bin/$bin" 2>/dev/null || true
+  [ "${CARRY_GZIP:-0}" = 1 ] && gzip -f -9 "$DEST/bin/$bin"
 done
 cp "$ROOT"/scripts/gpu-test.sh "$ROOT"/scripts/bench_summary.py "$DEST/scripts/"
 [ -f "$ROOT/scripts/check_safetensors.py" ] && cp "$ROOT/scripts/check_safetensors.py" "$DEST/scripts/"
