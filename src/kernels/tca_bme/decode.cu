@@ -78,17 +78,34 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
 }
 
-// One A-fragment register from the lane's record {word, first value index} of one bitmap: the
-// elements at the lane's two bits, zero where a bit is clear (fragment.hpp's fragment_pair; when
-// both bits are set the second value follows the first). Plain C++ on a shared-memory pointer:
-// the compiler then schedules these loads freely (inline asm kept them in order: slower).
-__device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t base, const Lane& ln,
-                                                 const uint16_t* vals) {
-  const uint16_t* p = vals + base + __popc(word & ln.below);
-  uint32_t v0 = 0, v1 = 0;
-  if (word & ln.bit0) v0 = *p++;
-  if (word & ln.bit1) v1 = *p;
-  return __byte_perm(v0, v1, 0x5410);
+// One A-fragment register from the lane's record {word, address} of one bitmap: the elements at
+// the lane's two bits, zero where a bit is clear (fragment.hpp's fragment_pair; when both bits
+// are set the second value follows the first). `addr` is the shared-memory byte address of the
+// half's first value. Not volatile: the loads may be scheduled freely, and cannot move above the
+// barrier before the record load because their address comes from it.
+__device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, const Lane& ln) {
+  uint32_t r;
+  asm("{\n"
+      "  .reg .pred p0, p1;\n"
+      "  .reg .b32 t, a, v0, v1;\n"
+      "  and.b32 t, %1, %3;\n"
+      "  popc.b32 t, t;\n"
+      "  shl.b32 t, t, 1;\n"
+      "  add.u32 a, %2, t;\n"
+      "  and.b32 t, %1, %4;\n"
+      "  setp.ne.u32 p0, t, 0;\n"
+      "  and.b32 t, %1, %5;\n"
+      "  setp.ne.u32 p1, t, 0;\n"
+      "  mov.u32 v0, 0;\n"
+      "  mov.u32 v1, 0;\n"
+      "  @p0 ld.shared.u16 v0, [a];\n"
+      "  @p0 add.u32 a, a, 2;\n"
+      "  @p1 ld.shared.u16 v1, [a];\n"
+      "  prmt.b32 %0, v0, v1, 0x5410;\n"
+      "}\n"
+      : "=r"(r)
+      : "r"(word), "r"(addr), "r"(ln.below), "r"(ln.bit0), "r"(ln.bit1));
+  return r;
 }
 
 // X[row][k], X[row][k+1] as one B-fragment register, zero past K.
@@ -130,8 +147,12 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[4][NT][2], const tc::XYArgs
   }
 }
 
-template <class T, int NT>
-__device__ __forceinline__ void decode_group(const uint16_t* vals, const uint4* rec,
+// The 16 tensor-core tiles of one group into acc (4 row tiles x NT n8 tiles). `rec` is this
+// lane's view of the group's records ({word, byte offset of the half's first value} of bitmaps
+// 4t .. 4t+3 at rec[2t], rec[2t+1]); the values are in shared memory (SHARED: the offsets are
+// shared-memory addresses) or in global memory at gvals (an oversized group: byte offsets).
+template <class T, int NT, bool SHARED>
+__device__ __forceinline__ void decode_group(const uint16_t* gvals, const uint4* rec,
                                              const Lane& ln, const uint32_t (&b)[4][NT][2],
                                              float (&acc)[4][NT][4]) {
 #pragma unroll
@@ -142,10 +163,17 @@ __device__ __forceinline__ void decode_group(const uint16_t* vals, const uint4* 
       // Records of bitmaps 4t .. 4t+3: two 16-byte loads, the same address for all lanes of a half.
       const uint4 r01 = rec[2 * t], r23 = rec[2 * t + 1];
       uint32_t af[4];  // register q <- bitmap q of tile t
-      af[0] = fragment_reg(r01.x, r01.y, ln, vals);
-      af[1] = fragment_reg(r01.z, r01.w, ln, vals);
-      af[2] = fragment_reg(r23.x, r23.y, ln, vals);
-      af[3] = fragment_reg(r23.z, r23.w, ln, vals);
+      if constexpr (SHARED) {
+        af[0] = fragment_reg(r01.x, r01.y, ln);
+        af[1] = fragment_reg(r01.z, r01.w, ln);
+        af[2] = fragment_reg(r23.x, r23.y, ln);
+        af[3] = fragment_reg(r23.z, r23.w, ln);
+      } else {
+        af[0] = tca_bme_mma::fragment_pair(r01.x, r01.y / 2, ln.bits, gvals);
+        af[1] = tca_bme_mma::fragment_pair(r01.z, r01.w / 2, ln.bits, gvals);
+        af[2] = tca_bme_mma::fragment_pair(r23.x, r23.y / 2, ln.bits, gvals);
+        af[3] = tca_bme_mma::fragment_pair(r23.z, r23.w / 2, ln.bits, gvals);
+      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) tc::mma_16816<T>(acc[tm][nt], af, b[tk][nt][0], b[tk][nt][1]);
     }
@@ -285,9 +313,13 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
       const uint4 q = reinterpret_cast<const uint4*>(stages + (st - stages_addr))[lane];
       const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
       const uint32_t total = p0 + p1 + p2 + p3;
+      // Byte offsets of each half's first value: shared-memory addresses when the group's values
+      // are in this stage, offsets from its first value in global memory otherwise.
       const uint32_t e = decode::warp_inclusive_scan(total, lane) - total;
-      rec_lo[lane] = make_uint4(q.x, e, q.z, e + p0 + p1);
-      rec_lo[32 + lane] = make_uint4(q.y, e + p0, q.w, e + p0 + p1 + p2);
+      const uint32_t vb = n_val[S] <= uint32_t(cap) ? st + Config::kBitmapBytes : 0u;
+      const uint32_t o = vb + 2 * e;
+      rec_lo[lane] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
+      rec_lo[32 + lane] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
     }
     // B fragments of the next group, loaded while this one decodes.
     int64_t gk_next = gk + 1, row_next = row;
@@ -295,11 +327,9 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     if (i + 1 < count) load_b(b[1 - S], a, gk_next, x_al4);
     __syncwarp();
     if (n_val[S] <= uint32_t(cap)) {
-      const uint16_t* vs =
-          reinterpret_cast<const uint16_t*>(stages + (st - stages_addr) + Config::kBitmapBytes);
-      decode_group<T, NT>(vs, my_rec, ln, b[S], acc);
+      decode_group<T, NT, true>(nullptr, my_rec, ln, b[S], acc);
     } else {
-      decode_group<T, NT>(w.values + first_val[S], my_rec, ln, b[S], acc);
+      decode_group<T, NT, false>(w.values + first_val[S], my_rec, ln, b[S], acc);
     }
     __syncwarp();  // records and this stage are rewritten next
     if (i + 1 < count && row_next != row) {
