@@ -42,7 +42,8 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
 }
 
 TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {
-  // H100, one block per SM: 132 clusters of 1, 66 of 2, 33 of 4, 16 of 8 (128 SMs).
+  // A device of 132 SMs, one block per SM, where 66 clusters of 2, 33 of 4 and 16 of 8 fit
+  // (illustrative: the H100 fit 66 clusters of 2 for this kernel).
   const int h100[4] = {132, 66, 33, 16};
   // 11008 x 4096 (172 group rows of 64 groups): clusters of 8 give 11 rows each, 88 groups per
   // block; single blocks would give two rows (128 groups) to 40 SMs.

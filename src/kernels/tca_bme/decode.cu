@@ -12,7 +12,8 @@
 // tiles in shared memory, and the block that holds a row's last piece sums that row's pieces in
 // warp order through distributed shared memory (deterministic, no atomics, no workspace) and
 // writes Y with bias / accumulate. choose_cluster_blocks picks the cluster size whose busiest SM
-// has the fewest groups (11008 rows = 172 group rows on 132 SMs: 16 clusters of 8, 11 rows each).
+// has the fewest groups (measured on the H100 for 11008 rows = 172 group rows: 66 clusters of 2,
+// i.e. at most 3 rows = 96 groups per block against 83 on average).
 // A group's cost follows its bytes, not how its rows are filled, so magnitude-pruned weights
 // (uneven rows) split as evenly as random ones.
 //
