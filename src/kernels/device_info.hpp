@@ -11,6 +11,7 @@ struct DeviceInfo {
   int max_smem_per_block = 0;  // bytes a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin)
   int max_smem_per_sm = 0;     // bytes per SM (cudaDevAttrMaxSharedMemoryPerMultiprocessor)
   int l2_bytes = 0;            // cudaDevAttrL2CacheSize
+  int cc_major = 0;            // compute capability major (9: Hopper, thread-block clusters)
 };
 
 // The current device's info; an error Status if no device is usable.

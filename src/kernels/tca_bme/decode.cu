@@ -40,9 +40,11 @@
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/device_info.hpp"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/one_token.hpp"
 #include "kernels/tensor_core/launch.cuh"
@@ -66,17 +68,12 @@ struct WeightArgs {
 // Per-lane constants of the fragment decode: which half of a bitmap the lane reads (rows 0-3 or
 // 4-7 of the 8x8 tile), the bits before its two, and its two bits.
 struct Lane {
-  tca_bme_mma::LaneBits bits;
-  uint32_t below, bit0, bit1;
+  tca_bme_mma::LaneBits bits;  // high half?, shift, bits below
+  uint32_t bit0, bit1;         // the lane's two bits
 };
 __device__ __forceinline__ Lane lane_constants(int lane) {
   const tca_bme_mma::LaneBits lb = tca_bme_mma::lane_bits(lane);
-  return {lb, lb.below, 1u << lb.shift, 2u << lb.shift};
-}
-
-// cp.async with a 32-bit shared address (the issue loop would otherwise carry 64-bit pointers).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+  return {lb, 1u << lb.shift, 2u << lb.shift};
 }
 
 // One A-fragment register from the lane's record {word, address} of one bitmap: the elements at
@@ -105,7 +102,7 @@ __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, c
       "  prmt.b32 %0, v0, v1, 0x5410;\n"
       "}\n"
       : "=r"(r)
-      : "r"(word), "r"(addr), "r"(ln.below), "r"(ln.bit0), "r"(ln.bit1));
+      : "r"(word), "r"(addr), "r"(ln.bits.below), "r"(ln.bit0), "r"(ln.bit1));
   return r;
 }
 
@@ -207,11 +204,7 @@ __device__ __forceinline__ void store_direct(const float (&acc)[4][NT][4], int64
         const int64_t m = group_row * 64 + tm * 16 + g + 8 * (c >> 1);
         const int n = nt * 8 + 2 * t4 + (c & 1);
         if (m < a.m && n < a.n) {
-          float v = acc[tm][nt][c];
-          if (bias) v += tc::to_float<T>(bias[m]);
-          T* out = y + int64_t(n) * a.ldy + m;
-          if (a.accumulate) v += tc::to_float<T>(*out);
-          *out = tc::from_float<T>(v);
+          decode::store_output(y + int64_t(n) * a.ldy + m, acc[tm][nt][c], bias, m, a.accumulate);
         }
       }
 }
@@ -279,13 +272,13 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     const uint32_t o0 = __shfl_sync(0xffffffffu, off_lo, i & 31);
     const uint32_t nv = __shfl_sync(0xffffffffu, off_hi, i & 31) - o0;
     const uint32_t st = mine + S * stage_bytes;
-    cp_async16(st + lane * 16, w.bitmaps + (g_first + i) * 64 + lane * 2);
+    tc::cp_async16(st + lane * 16, w.bitmaps + (g_first + i) * 64 + lane * 2);
     if (nv <= uint32_t(cap)) {
       // A valid group's values are a multiple of 8 (16 bytes), the next group's start aligned.
       const int chunks = int((nv + 7) / 8);
       const uint16_t* src = w.values + o0 + lane * 8;
       uint32_t dst = st + Config::kBitmapBytes + lane * 16;
-      for (int c = lane; c < chunks; c += 32, src += 256, dst += 512) cp_async16(dst, src);
+      for (int c = lane; c < chunks; c += 32, src += 256, dst += 512) tc::cp_async16(dst, src);
     }
     first_val[S] = o0;
     n_val[S] = nv;
@@ -365,15 +358,7 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     piece_start[u] = warp_begin(G, pieces, u);
     piece_row[u] = int(piece_start[u] / gk_count);
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (blocks > 1) {
-    cg::this_cluster().sync();
-  } else {
-    __syncthreads();
-  }
-#else
-  __syncthreads();
-#endif
+  tc::cluster_or_block_sync(blocks);
   // This block finishes the rows whose last group is in its warps' pieces, summing each row's
   // pieces in warp order (rows a single warp covered from end to end were stored directly).
   const int64_t bs = piece_start[rank * W], be = piece_start[rank * W + W];
@@ -398,12 +383,7 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
         s += src[nl * P + ml];
       }
       const int64_t m = (row0 + r) * 64 + ml;
-      if (m < a.m && nl < a.n) {
-        if (bias) s += tc::to_float<T>(bias[m]);
-        T* out = y + int64_t(nl) * a.ldy + m;
-        if (a.accumulate) s += tc::to_float<T>(*out);
-        *out = tc::from_float<T>(s);
-      }
+      if (m < a.m && nl < a.n) decode::store_output(y + int64_t(nl) * a.ldy + m, s, bias, m, a.accumulate);
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -412,16 +392,22 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
 #endif
 }
 
-// Clusters of each size that fit at once for this kernel (cached per kernel and shared-memory
-// size: the occupancy calls cost host time on every launch otherwise).
+// What a launch of one kernel instance needs to know, the same for every weight on a device:
+// the stage size, the shared memory, and how many clusters of each size 1, 2, 4, 8 fit at once.
+// Worked out (and the kernel's shared-memory limit raised) once per instance and device: the
+// attribute and occupancy calls would otherwise cost host time on every launch.
+struct PassPlan {
+  int cap = 0;
+  size_t smem = 0;
+  int fit[4] = {0, 0, 0, 0};
+};
+
 template <class Kernel>
-Status cluster_capacity(Kernel kernel, int threads, size_t smem, const tc::DeviceInfo& d,
-                        int (&fit)[4]) {
+Status pass_plan(Kernel kernel, int warps, int tokens, const DeviceInfo& d, PassPlan& plan) {
   struct Entry {
     const void* kernel;
-    size_t smem;
     int device;
-    int fit[4];
+    PassPlan plan;
   };
   static std::mutex mu;
   static std::vector<Entry> cache;
@@ -429,79 +415,70 @@ Status cluster_capacity(Kernel kernel, int threads, size_t smem, const tc::Devic
   SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
   for (const Entry& e : cache) {
-    if (e.kernel == reinterpret_cast<const void*>(kernel) && e.smem == smem && e.device == dev) {
-      std::copy(e.fit, e.fit + 4, fit);
+    if (e.kernel == reinterpret_cast<const void*>(kernel) && e.device == dev) {
+      plan = e.plan;
       return Status::success();
     }
   }
+  cudaFuncAttributes attr;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));  // static shared memory
+  plan.cap = stage_values(warps, tokens, d.max_smem_per_block - int(attr.sharedSizeBytes));
+  plan.smem = shared_bytes(plan.cap, warps, tokens);
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem)));
   int per_sm = 0;
   SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  fit[0] = per_sm * d.sms;
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, plan.smem));
+  plan.fit[0] = per_sm * d.sm_count;
   for (int i = 1; i < 4; ++i) {
-    fit[i] = 0;
-    if (d.major < 9 || per_sm == 0) continue;
+    if (d.cc_major < 9 || per_sm == 0) continue;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(1 << i));
-    cfg.blockDim = dim3(unsigned(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(1 << i);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
+    cfg.blockDim = dim3(unsigned(warps * 32));
+    cfg.dynamicSmemBytes = plan.smem;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = unsigned(1 << i);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    cfg.attrs = cluster;
     cfg.numAttrs = 1;
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();  // this size does not fit: not an error
       n = 0;
     }
-    fit[i] = n;
+    plan.fit[i] = n;
   }
-  Entry e{reinterpret_cast<const void*>(kernel), smem, dev, {}};
-  std::copy(fit, fit + 4, e.fit);
-  cache.push_back(e);
+  cache.push_back({reinterpret_cast<const void*>(kernel), dev, plan});
   return Status::success();
 }
 
 template <class T, int NT>
-Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4,
-                   const tc::DeviceInfo& d, int smem_optin, cudaStream_t stream) {
+Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const DeviceInfo& d,
+                   cudaStream_t stream) {
   auto kernel = tca_decode_kernel<T, NT>;
   constexpr int W = Config::warps(NT);
-  cudaFuncAttributes attr;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));  // static shared memory
-  const int cap = stage_values(W, 8 * NT, smem_optin - int(attr.sharedSizeBytes));
-  const size_t smem = shared_bytes(cap, W, 8 * NT);
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  int fit[4];
-  SPARROW_RETURN_IF_ERROR(cluster_capacity(kernel, W * 32, smem, d, fit));
-  if (fit[0] < 1) {
-    return unsupported("tca_bme.decode: " + std::to_string(smem) +
+  PassPlan plan;
+  SPARROW_RETURN_IF_ERROR(pass_plan(kernel, W, 8 * NT, d, plan));
+  if (plan.fit[0] < 1) {
+    return unsupported("tca_bme.decode: " + std::to_string(plan.smem) +
                        " bytes of shared memory per block do not fit this GPU");
   }
   // SPARROW_TC_MAX_SPLITS (experiments, launch.cuh) caps the cluster size.
-  for (int i = 3; i >= 0; --i) {
-    if ((1 << i) > tc::max_splits_override()) fit[i] = 0;
-  }
+  int fit[4];
+  for (int i = 0; i < 4; ++i) fit[i] = (1 << i) > tc::max_splits_override() ? 0 : plan.fit[i];
   const int blocks = choose_cluster_blocks(w.groups_m, w.groups_k, fit);
   int log2b = 0;
   while ((1 << log2b) < blocks) ++log2b;
   const int clusters = std::max(fit[log2b], 1);
-  return tc::launch_split_k(kernel, blocks, unsigned(clusters), 1u, W * 32, smem, stream,
-                            "tca_bme.decode", w, a, clusters, cap, x_al4);
+  return tc::launch_split_k(kernel, blocks, unsigned(clusters), 1u, W * 32, plan.smem, stream,
+                            "tca_bme.decode", w, a, clusters, plan.cap, x_al4);
 }
 
 template <class T>
 Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
-  tc::DeviceInfo d;
-  SPARROW_RETURN_IF_ERROR(tc::device_info(d));
-  int dev = 0, smem_optin = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
   const WeightArgs w{m.bitmaps.data(), m.group_offsets.data(), m.values.data(),
                      int(m.groups_m), int(m.groups_k)};
   const bool x_al4 = reinterpret_cast<uintptr_t>(p.x.data) % 4 == 0 && p.x.ld % 2 == 0;
@@ -516,14 +493,14 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
     a.m = int(m.shape.rows);
     a.k = int(m.shape.cols);
     a.accumulate = p.opt.accumulate;
-    if (a.n == 1 && use_one_token_kernel(m.groups(), d.sms)) {
+    if (a.n == 1 && use_one_token_kernel(m.groups(), d.sm_count)) {
       SPARROW_RETURN_IF_ERROR(tca_bme_one_token::launch<T>(
           m, reinterpret_cast<const T*>(a.x), static_cast<T*>(a.y),
-          static_cast<const T*>(a.bias), a.accumulate, d.sms, stream));
+          static_cast<const T*>(a.bias), a.accumulate, d.sm_count, stream));
       continue;
     }
-    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, smem_optin, stream)
-                              : launch_pass<T, 2>(w, a, x_al4, d, smem_optin, stream);
+    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, stream)
+                              : launch_pass<T, 2>(w, a, x_al4, d, stream);
     SPARROW_RETURN_IF_ERROR(s);
   }
   return Status::success();

@@ -7,12 +7,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
-
-#if defined(__CUDACC__)
-#define SPARROW_TCA_HD __host__ __device__ __forceinline__
-#else
-#define SPARROW_TCA_HD inline
-#endif
+#include "kernels/tca_bme/fragment.hpp"  // SPARROW_HD
 
 namespace sparrow::kernels::tca_bme_decode {
 
@@ -39,16 +34,16 @@ struct Config {
 // [row_begin(c), row_begin(c + 1)) (whole 64-row group rows, so no sum crosses clusters), i.e. the
 // contiguous run of groups row_begin(c) * groups_k ... in the format's row-major group order; the
 // P = blocks * warps warps of the cluster split that run into equal contiguous pieces.
-SPARROW_TCA_HD int64_t row_begin(int64_t groups_m, int clusters, int c) {
+SPARROW_HD int64_t row_begin(int64_t groups_m, int clusters, int c) {
   return groups_m * c / clusters;
 }
 // First group (within the cluster's run of G groups) of warp v of P; warp v has
 // [warp_begin(v), warp_begin(v + 1)).
-SPARROW_TCA_HD int64_t warp_begin(int64_t groups, int warps, int v) {
+SPARROW_HD int64_t warp_begin(int64_t groups, int warps, int v) {
   return groups * v / warps;
 }
 // The warp whose piece holds group i of the cluster's run (0 <= i < groups).
-SPARROW_TCA_HD int warp_of(int64_t groups, int warps, int64_t i) {
+SPARROW_HD int warp_of(int64_t groups, int warps, int64_t i) {
   return int(((i + 1) * warps - 1) / groups);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "core/cuda_check.hpp"
+#include "kernels/device_info.hpp"
 #include "kernels/tensor_core/mma.cuh"
 
 namespace sparrow::kernels::tc {
@@ -26,13 +27,11 @@ struct DeviceInfo {
   int major = 0;
 };
 
+// From the per-device cache of kernels/device_info.hpp.
 inline Status device_info(DeviceInfo& d) {
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev));
+  SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo info, current_device_info());
+  d.sms = info.sm_count;
+  d.major = info.cc_major;
   return Status::success();
 }
 

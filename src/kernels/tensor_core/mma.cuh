@@ -29,6 +29,11 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
 }
+// The same to a 32-bit shared-memory address, whole 16 bytes (hot loops that keep shared
+// addresses as 32-bit integers).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -159,6 +164,19 @@ __device__ __forceinline__ void mma_row_strip(float (&acc)[BLK_N / 8][4], const 
   }
 }
 
+// A barrier over the blocks that share partial tiles: the thread-block cluster when there is
+// more than one block (sm_90), else the block.
+__device__ __forceinline__ void cluster_or_block_sync(int blocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (blocks > 1) {
+    cooperative_groups::this_cluster().sync();
+    return;
+  }
+#endif
+  (void)blocks;
+  __syncthreads();
+}
+
 template <class T, int BLK_M, int BLK_N, int THREADS>
 __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m0, int n0,
                                               int splits);
@@ -197,16 +215,10 @@ __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m
                                               int splits) {
   constexpr int kRedPitch = BLK_M + 4;
   int rank = 0;
+  cluster_or_block_sync(splits);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
-  if (splits > 1) {
-    cg::this_cluster().sync();
-    rank = int(cg::this_cluster().block_rank());
-  } else {
-    __syncthreads();
-  }
-#else
-  __syncthreads();
+  if (splits > 1) rank = int(cg::this_cluster().block_rank());
 #endif
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
