@@ -42,7 +42,7 @@ bench() {
   echo "$name rc=$?"
 }
 bench main 200 --shapes "$SHAPES" --n "$NS" --sparsity "$SPARSITIES" --pattern random --formats "$FORMATS"
-[ -n "$MAG_SHAPES" ] && bench magnitude 60 --shapes "$MAG_SHAPES" --n 1,8 --sparsity 0.5,0.7 \
+[ -n "$MAG_SHAPES" ] && bench magnitude 120 --shapes "$MAG_SHAPES" --n 1,8 --sparsity "$SPARSITIES" \
   --pattern magnitude --formats "$FORMATS"
 st done
 grep -h "read bandwidth" "$O"/main.csv

@@ -151,19 +151,50 @@ TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
 
 TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
   using macko_warp_row::OneTokenKernel;
+  using macko_warp_row::choose_one_token;
+  const auto automatic = OneTokenKernel::automatic;
   const int64_t cut = macko_warp_row::kHalfWarpBelowEntriesPerRow;
-  // Rows of >= `cut` entries on average: a warp each; shorter: half a warp.
-  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut, OneTokenKernel::automatic),
-            OneTokenKernel::warp);
-  EXPECT_EQ(macko_warp_row::choose_one_token(100, 100 * cut - 1, OneTokenKernel::automatic),
-            OneTokenKernel::half_warp);
-  EXPECT_EQ(macko_warp_row::choose_one_token(7, 0, OneTokenKernel::automatic),
+  // Rows of >= `cut` entries on average: a warp each; shorter: half a warp (even or not).
+  EXPECT_EQ(choose_one_token(100, 100 * cut, 4 * cut, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(100, 100 * cut - 1, 4 * cut, 132, automatic), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(7, 0, 0, 132, automatic), OneTokenKernel::half_warp);
+  // Up to kHalfWarpEvenBelowEntriesPerRow: half a warp for even rows that fill the warp slots
+  // (132 SMs: 8448). 11008 rows of ~500 entries, longest 600: half; longest 700: a warp.
+  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 600, 132, automatic), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 700, 132, automatic), OneTokenKernel::warp);
+  // Too few rows for the slots (4096 on an H100), or rows too long: a warp.
+  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 64, automatic), OneTokenKernel::half_warp);
+  const int64_t even_cut = macko_warp_row::kHalfWarpEvenBelowEntriesPerRow;
+  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut, even_cut, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut - 1, even_cut, 132, automatic),
             OneTokenKernel::half_warp);
   // An explicit request (the experiment knob) wins.
-  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1, OneTokenKernel::persistent),
-            OneTokenKernel::persistent);
-  EXPECT_EQ(macko_warp_row::choose_one_token(100, 1000000, OneTokenKernel::half_warp),
+  EXPECT_EQ(choose_one_token(100, 1, 1, 132, OneTokenKernel::persistent), OneTokenKernel::persistent);
+  EXPECT_EQ(choose_one_token(100, 1000000, 20000, 132, OneTokenKernel::half_warp),
             OneTokenKernel::half_warp);
+}
+
+TEST(DecodeLaunch, MackoRowPieces) {
+  using macko_warp_row::row_pieces;
+  const int64_t per = macko_warp_row::kMinEntriesPerPiece;
+  // 132 SMs: 8448 warp slots. 4096 rows of 2048+ entries: two warps per row.
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 0), 2);
+  // 11008 rows already fill more than a wave: one warp per row.
+  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 132, 0), 1);
+  // 2112 long rows: four; short rows stay whole (a piece keeps >= kMinEntriesPerPiece entries).
+  EXPECT_EQ(row_pieces(2112, 2112 * 4 * per, 132, 0), 4);
+  EXPECT_EQ(row_pieces(2112, 2112 * (4 * per - 1), 132, 0), 2);
+  EXPECT_EQ(row_pieces(2112, 2112 * (2 * per - 1), 132, 0), 1);
+  EXPECT_EQ(row_pieces(2113, 2113 * 4 * per, 132, 0), 2);  // 4 pieces would pass one wave
+  // Fewer SMs, fewer slots; degenerate inputs stay at one piece.
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 40, 0), 1);
+  EXPECT_EQ(row_pieces(0, 0, 132, 0), 1);
+  EXPECT_EQ(row_pieces(10, 10 * 100000, 0, 0), 4);  // sm_count 0 reads as 1 SM: 64 slots
+  // The experiment knob wins when it names a valid count.
+  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 132, 4), 4);
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 1), 1);
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 3), 2);  // 3 is not a piece count: the rule
 }
 
 TEST(DecodeLaunch, CsrBlocks) {

@@ -151,6 +151,11 @@ TEST(IoSparseCheckpoint, WeightWriteReadIsByteExact) {
       EXPECT_EQ(std::memcmp(a[i].data, b[i].data, a[i].bytes), 0) << a[i].tensor_name;
     }
     EXPECT_EQ(weight_metadata(w, {}), weight_metadata(r, {}));
+    if (format_of(w) == Format::macko) {  // derived at load, not stored
+      EXPECT_GT(std::get<macko::Matrix>(r).max_row_entries, 0);
+      EXPECT_EQ(std::get<macko::Matrix>(r).max_row_entries,
+                std::get<macko::Matrix>(w).max_row_entries);
+    }
     EXPECT_EQ(mw->sparse_info(name)->method, name == "layer.csr32.weight" ? "" : "magnitude");
   }
   // Tampering with a stored array is caught by validation at load.

@@ -105,6 +105,7 @@ TEST(Macko, HandMadeExample) {
   deltas[2] = 0x01;
   EXPECT_EQ(m->deltas.host(), deltas);
   EXPECT_EQ(m->storage_bytes(), 3 * 4 + 32 * 2 + 16u);
+  EXPECT_EQ(m->max_row_entries, 3);  // derived, not stored: storage_bytes has no room for it
 }
 
 // Gaps of exactly 16 need no padding; a gap of 34 needs two padding entries.
@@ -258,6 +259,11 @@ TEST(Macko, ValidateRejectsBadRowPointers) {
     auto m = sample();
     m.row_ptr.host()[10] = 0xFFFFFFF0u;  // far past the end, then decreasing
     expect_corrupt(m, "row_ptr decreases");
+  }
+  {
+    auto m = sample();
+    m.max_row_entries += 1;  // the launch rules would read a wrong longest row
+    expect_corrupt(m, "max_row_entries");
   }
 }
 

@@ -2,6 +2,8 @@
 // plus long gaps (padding entries), K large enough that X^T is staged in token passes, and K so
 // large that not even one token of X fits in shared memory (the L1 gather path).
 #include "gpu/decode_kernel_checks.hpp"
+#include "kernels/device_info.hpp"
+#include "kernels/macko/warp_row.hpp"
 
 using namespace sparrow;
 
@@ -18,4 +20,42 @@ TEST(MackoWarpRow, LongGapsAndWideRows) {
   // K = 130000: 260 KB per token, more than any GPU's shared memory per block: X gathered.
   const Weight w3 = test::encode_or_fail(Format::macko, patterns::random(DType::fp16, 64, 130000, 0.99, 9));
   test::expect_all_n(k, w3, {1, 2, 8, 16, 17}, "macko 64x130000 s=0.99", 10);
+}
+
+// Rows split over 2 and 4 warps (row_pieces): shapes sized from this GPU's SM count so the rule
+// picks each piece count, with empty rows and a magnitude (uneven rows) weight among them.
+TEST(MackoWarpRow, RowPieces) {
+  const auto& k = test::kernel_named("macko.warp_row");
+  if (!k.run) return;
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  const int64_t slots = int64_t(dev.value().sm_count) * 64;
+  struct Case {
+    int64_t rows, cols;
+    double sparsity;
+    const char* pattern;
+    int pieces;
+  };
+  const Case cases[] = {{slots / 4 - 5, 7001, 0.5, "random", 4},
+                        {slots / 2 - 7, 3001, 0.3, "magnitude", 2},
+                        {slots / 2 - 7, 3001, 0.3, "random", 2}};
+  uint64_t seed = 700;
+  for (const Case& c : cases) {
+    HostMatrix h = test::make_weight(DType::fp16, c.pattern, c.rows, c.cols, c.sparsity, seed);
+    for (int64_t r : {int64_t(0), int64_t(3), c.rows - 1})
+      for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
+    const Weight w = test::encode_or_fail(Format::macko, h);
+    const auto& mm = std::get<macko::Matrix>(w);
+    ASSERT_EQ(kernels::macko_warp_row::row_pieces(mm.shape.rows, mm.entries(),
+                                                  dev.value().sm_count, 0),
+              c.pieces)
+        << c.rows << "x" << c.cols;
+    test::expect_all_n(k, w, {1, 2}, "macko row pieces " + std::to_string(c.rows) + "x" +
+                                         std::to_string(c.cols) + " " + c.pattern, seed);
+    seed += 10;
+  }
+  // bf16, the 4-piece shape.
+  const Weight wb = test::encode_or_fail(
+      Format::macko, patterns::random(DType::bf16, slots / 4 - 5, 7001, 0.5, 790));
+  test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }

@@ -27,6 +27,9 @@ struct Matrix {
   Buffer<uint32_t> row_ptr;  // (rows + 1)
   Buffer<uint16_t> values;   // (n_entries)
   Buffer<uint8_t> deltas;    // (n_entries / 2)
+  // Derived from row_ptr when the matrix is built (encode, load), not stored in files: the
+  // longest row's entries, which the host-side launch rules read (row_ptr may be on the GPU).
+  int64_t max_row_entries = 0;
 
   int64_t entries() const { return int64_t(values.size()); }
   size_t storage_bytes() const { return row_ptr.bytes() + values.bytes() + deltas.bytes(); }
@@ -35,5 +38,7 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
+// The longest row's entries (padding included) from a host row_ptr of rows + 1 values.
+int64_t longest_row(const uint32_t* row_ptr, int64_t rows);
 
 }  // namespace sparrow::macko

@@ -262,26 +262,38 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 //   - no range masks per entry: in the (rare) lane that straddles the row's start or end, entries
 //     before the start get delta 0 and value 0, entries past the end value 0. The entries before
 //     the start then add exactly one column each, which the initial carry subtracts; their columns
-//     wrap below zero and fail the `col < k` test. (0 * x is added for masked entries, as for
-//     macko's own zero padding entries.)
+//     wrap below zero. Every column is clamped to K - 1 before the gather, so masked entries (value
+//     0) read a valid X element and add 0 * x, as macko's own zero padding entries do.
+//   - the step's 8 X gathers are issued before any of them is used (one L1 round trip per step,
+//     not one per entry): 9-11 % faster than gathering behind a `col < k` test per entry at
+//     50-90 % on 11008x4096 (bench/NOTES-decode.md, session 4).
 //   - the lane's column total is a byte-parallel nibble sum (4 instructions), not 8 additions
 //     ahead of the scan; the per-entry column is a running sum from the lane's start.
-//   - the next step's 20 bytes per lane are loaded while this step decodes (one step ahead: the
-//     kernel then needs 32 registers, 64 warps per SM; a ring of 4 steps measured 12-30 % slower,
-//     2 steps no better — bench/NOTES-decode.md runs P2, P3).
+//   - the next step's 20 bytes per lane are loaded while this step decodes (one step ahead; a
+//     ring of 4 steps in registers measured 12-30 % slower, 2 steps no better — bench/NOTES-decode.md
+//     runs P2, P3).
 // LANES = 16 puts two rows in a warp: at 90 % sparsity a 4096-column row is ~2 warp steps, and
 // the per-row fixed cost (row extent load, scan, reduction) is then shared by twice the rows.
-template <class T, int LANES>
-__global__ void __launch_bounds__(OneTokenConfig::kThreads)
+// PIECES = 2 or 4 (with LANES = 32) gives each row that many warps of one block, each a contiguous
+// run of the row's steps, for weights with too few rows to fill the GPU's warp slots (4096 rows
+// are under half of an H100's 8448): a piece's first column is the row's delta sum before it,
+// which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
+// the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
+// shared memory and are added in piece order (deterministic).
+template <class T, int LANES, int PIECES>
+__global__ void __launch_bounds__(OneTokenConfig::kThreads,
+                                  OneTokenConfig::min_blocks_per_sm(LANES, PIECES))
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
                            const T* __restrict__ x, T* __restrict__ y,
                            const T* __restrict__ bias, bool accumulate) {
+  static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
+  constexpr int kWarps = OneTokenConfig::kThreads / 32;
   constexpr int kRowsPerWarp = 32 / LANES;
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
-  const int lane = threadIdx.x & 31, sl = lane % LANES;
-  const int64_t row = (int64_t(blockIdx.x) * (OneTokenConfig::kThreads / 32) + (threadIdx.x >> 5)) *
-                          kRowsPerWarp + lane / LANES;
+  const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
+  const int piece = warp % PIECES;
+  const int64_t row = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
   uint32_t s = 0, e = 0;
   if (row < m) s = __ldg(row_ptr + row), e = __ldg(row_ptr + row + 1);
   const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
@@ -290,6 +302,27 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
   if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
   // Entries wb0..s-1 (at most 7) each add one column before the row's first entry.
   uint32_t carry = wb0 - s;  // mod 2^32
+  uint32_t st_begin = 0, st_end = steps;
+  if constexpr (PIECES > 1) {
+    st_begin = steps * piece / PIECES;
+    st_end = steps * (piece + 1) / PIECES;
+    // Column count before step st_begin: one per entry (the leading masked ones included, which
+    // the initial carry cancels) plus the deltas of the row's entries. Lane l's word of step t
+    // holds the deltas of entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
+    uint32_t nibbles = 0;
+#pragma unroll 4
+    for (uint32_t t = 0; t < st_begin; ++t) {
+      const uint32_t base = wb0 + t * kStep + lane * Config::kChunk;
+      uint32_t d = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
+      if (base < s) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = base + i < s ? d & ~(0xFu << (4 * i)) : d;
+      }
+      const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
+      nibbles += (pairs * 0x01010101u) >> 24;
+    }
+    carry += st_begin * kStep + __reduce_add_sync(0xffffffffu, nibbles);
+  }
 
   auto load = [&](uint32_t base, uint4& v, uint32_t& d) {
     v = make_uint4(0, 0, 0, 0);
@@ -301,9 +334,9 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
   };
   uint4 v;
   uint32_t d;
-  load(wb0 + sl * Config::kChunk, v, d);
+  load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
   float acc = 0.f;
-  for (uint32_t st = 0; st < steps; ++st) {
+  for (uint32_t st = st_begin; st < st_end; ++st) {
     const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
     uint4 vn;
     uint32_t dn;
@@ -331,20 +364,33 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads)
     uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
     carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    float xv[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       col += ((d >> (4 * i)) & 0xFu) + 1u;
-      if (col < k) {
-        const float2 pair = unpack2<T>(words[i / 2]);
-        acc += ((i & 1) ? pair.y : pair.x) * to_float(__ldg(x + col));
-      }
+      xv[i] = to_float(__ldg(x + min(col, k - 1u)));
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float2 pair = unpack2<T>(words[i / 2]);
+      acc += ((i & 1) ? pair.y : pair.x) * xv[i];
     }
     v = vn;
     d = dn;
   }
 #pragma unroll
   for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (sl == 0 && row < m) store_output(y + row, acc, bias, row, accumulate);
+  if constexpr (PIECES > 1) {
+    __shared__ float piece_sum[kWarps];
+    if (lane == 0) piece_sum[warp] = acc;
+    __syncthreads();
+    if (piece != 0 || lane != 0 || row >= m) return;
+#pragma unroll
+    for (int q = 1; q < PIECES; ++q) acc += piece_sum[warp + q];
+    store_output(y + row, acc, bias, row, accumulate);
+  } else {
+    if (sl == 0 && row < m) store_output(y + row, acc, bias, row, accumulate);
+  }
 }
 
 // Which one-token kernel: SPARROW_MACKO_ONE_TOKEN=persistent|warp|half_warp overrides the rule
@@ -362,19 +408,38 @@ OneTokenKernel one_token_override() {
   return v;
 }
 
-template <class T>
-Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, const T* x, T* y,
-                        const T* bias, bool accumulate, Stream stream) {
+// SPARROW_MACKO_PIECES=1|2|4 overrides row_pieces (experiments; read once; 0 = the rule).
+int pieces_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_PIECES");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
+
+template <class T, int LANES, int PIECES>
+void launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
+                               bool accumulate, Stream stream) {
   const int64_t m = mm.shape.rows;
-  const int rows_per_block = (OneTokenConfig::kThreads / 32) * (which == OneTokenKernel::half_warp ? 2 : 1);
+  const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  const uint32_t k = uint32_t(mm.shape.cols);
+  macko_one_token_kernel<T, LANES, PIECES><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
+      mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y,
+      bias, accumulate);
+}
+
+// The one runtime -> template choice of the one-token kernels.
+template <class T>
+Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, int pieces, const T* x,
+                        T* y, const T* bias, bool accumulate, Stream stream) {
   if (which == OneTokenKernel::half_warp) {
-    macko_one_token_kernel<T, 16><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
-        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+    launch_one_token_instance<T, 16, 1>(mm, x, y, bias, accumulate, stream);
+  } else if (pieces >= 4) {
+    launch_one_token_instance<T, 32, 4>(mm, x, y, bias, accumulate, stream);
+  } else if (pieces == 2) {
+    launch_one_token_instance<T, 32, 2>(mm, x, y, bias, accumulate, stream);
   } else {
-    macko_one_token_kernel<T, 32><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
-        mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, k, x, y, bias, accumulate);
+    launch_one_token_instance<T, 32, 1>(mm, x, y, bias, accumulate, stream);
   }
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();
@@ -432,9 +497,13 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
-    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), one_token_override());
+    const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                                  dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
-      return launch_one_token<T>(mm, which, x, y, bias, p.opt.accumulate, stream);
+      const int pieces = which == OneTokenKernel::warp
+                             ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
+                             : 1;
+      return launch_one_token<T>(mm, which, pieces, x, y, bias, p.opt.accumulate, stream);
     }
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
@@ -449,14 +518,33 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested) {
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
+                                int sm_count, OneTokenKernel requested) {
   if (requested != OneTokenKernel::automatic) return requested;
   // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
-  // Not for long rows, even where half warps measured faster on random weights (11008x4096:
-  // 9-18 %): a warp runs its longer row's steps, and on magnitude-pruned weights (uneven rows)
-  // half warps were 29-61 % slower than on random ones (runs P1, P3).
-  return entries < rows * kHalfWarpBelowEntriesPerRow ? OneTokenKernel::half_warp
-                                                        : OneTokenKernel::warp;
+  if (entries < rows * kHalfWarpBelowEntriesPerRow) return OneTokenKernel::half_warp;
+  // Longer rows: half warps only when the rows are even and plentiful. A warp runs its longer
+  // row's steps, so on magnitude-pruned weights (uneven rows) half warps measured 6-100 % slower
+  // (session 4: 11008x4096 at 80-95 %, 4096x11008); on random ones with more rows than warp
+  // slots they were 19-36 % faster on 11008x4096 at 80-95 % (half the warps: one wave instead of
+  // 1.3) and 0-20 % on 28672x8192, but 18 % slower on 4096x11008 at 80 % (4096 rows: too few warps).
+  const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
+  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
+  return even && rows >= slots && entries < rows * kHalfWarpEvenBelowEntriesPerRow
+             ? OneTokenKernel::half_warp
+             : OneTokenKernel::warp;
+}
+
+int row_pieces(int64_t rows, int64_t entries, int sm_count, int requested) {
+  if (requested == 1 || requested == 2 || requested == 4) return requested;
+  const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
+  const int64_t per_row = rows > 0 ? entries / rows : 0;
+  int pieces = 1;
+  // More pieces while the rows still fit one wave and every piece keeps >= kMinEntriesPerPiece.
+  while (pieces < 4 && rows * pieces * 2 <= slots && per_row / (pieces * 2) >= kMinEntriesPerPiece) {
+    pieces *= 2;
+  }
+  return pieces;
 }
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }

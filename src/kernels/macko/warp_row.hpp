@@ -24,13 +24,34 @@ struct Config {
 // L1 (no shared-memory staging, no block barrier). See warp_row.cu for why.
 struct OneTokenConfig {
   static constexpr int kThreads = 256;  // 8 warps per block
+  // Register budget via __launch_bounds__ (session 4 measurements). A warp per row: 6 blocks
+  // (48 warps) per SM leaves 40 registers, which lets the compiler issue a step's 8 X gathers
+  // together; left to itself it picks 32 registers (64 warps) and measured 8 % slower on
+  // 11008x4096 at 50-70 %. Half warps and row pieces, which run where rows are short or few,
+  // measured as fast or faster with 32 registers and 64 warps per SM (8 blocks).
+  static constexpr int min_blocks_per_sm(int lanes, int pieces) {
+    return lanes == 32 && pieces == 1 ? 6 : 8;
+  }
 };
+// Warp slots per SM of the half-warp and row-piece instances (8 blocks of 8 warps).
+constexpr int64_t kOneTokenWarpsPerSm = 8 * OneTokenConfig::kThreads / 32;
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
 constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
+// Rows of up to this many entries on average also get half a warp when they are even (the
+// longest within kEvenRowsRatio of the average) and the rows fill the GPU's warp slots (a warp
+// then runs two rows of about the same length, and half the warps cover the matrix).
+constexpr int64_t kHalfWarpEvenBelowEntriesPerRow = 1200;
+constexpr double kEvenRowsRatio = 1.3;
 // Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
-OneTokenKernel choose_one_token(int64_t rows, int64_t entries, OneTokenKernel requested);
+OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
+                                int sm_count, OneTokenKernel requested);
+// Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
+// steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
+// overrides the rule (0: the rule).
+constexpr int64_t kMinEntriesPerPiece = 768;
+int row_pieces(int64_t rows, int64_t entries, int sm_count, int requested);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
