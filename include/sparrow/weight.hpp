@@ -3,6 +3,7 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "sparrow/formats/csr.hpp"
 #include "sparrow/formats/dense.hpp"
@@ -32,6 +33,11 @@ const Shape& shape_of(const Weight& w);
 size_t storage_bytes(const Weight& w);
 double d_eff(const Weight& w);
 Location location_of(const Weight& w);
+
+// Stacks host weights of one format, dtype and column count along the rows (M): the result is
+// the weight of the matrix [parts[0]; parts[1]; ...], built from the encoded arrays without
+// decoding (dense, csr, macko). Tiled formats (tca_bme, tiled_csl, nm) return `unsupported`.
+Result<Weight> concat_rows(const std::vector<const Weight*>& parts);
 
 // Copies every array of the weight to the current CUDA device (or back).
 Result<Weight> to_device(const Weight& w);

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 
 #include "core/cuda_check.hpp"
@@ -62,10 +64,37 @@ Result<DeviceArray> upload_as(const std::vector<float>& v, DType t) {
 }
 
 struct DeviceLayer {
-  Weight q, k, v, o, gate, up, down;
+  // With fused projections, qkv = [q; k; v] and gate_up = [gate; up] stacked along M (one matmul
+  // each) and q, k, v, gate, up are empty.
+  Weight q, k, v, o, gate, up, down, qkv, gate_up;
   DeviceArray attn_norm, mlp_norm;     // fp32
-  DeviceArray q_bias, k_bias, v_bias;  // dtype, or empty
+  DeviceArray q_bias, k_bias, v_bias;  // dtype, or empty; with fused projections q_bias holds all three
 };
+
+// Projections are fused unless SPARROW_ENGINE_FUSE=0 (experiment knob; read once).
+bool fusion_requested() {
+  static const bool v = [] {
+    const char* e = std::getenv("SPARROW_ENGINE_FUSE");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
+// Whether every layer's q/k/v and gate/up can be stacked: one format per group with a row
+// concatenation (concat_rows), and q/k/v biases all present or all absent.
+bool can_fuse(const Model& m) {
+  auto stackable = [](std::initializer_list<const Weight*> ws) {
+    const Format f = format_of(**ws.begin());
+    for (const Weight* w : ws)
+      if (format_of(*w) != f) return false;
+    return f == Format::dense || f == Format::csr || f == Format::macko;
+  };
+  for (const Layer& l : m.layers) {
+    if (!stackable({&l.q, &l.k, &l.v}) || !stackable({&l.gate, &l.up})) return false;
+    if (l.q_bias.empty() != l.k_bias.empty() || l.q_bias.empty() != l.v_bias.empty()) return false;
+  }
+  return !m.layers.empty();
+}
 
 std::string gib(size_t b) {
   char buf[32];
@@ -110,6 +139,8 @@ class GpuBackend final : public Backend {
     const size_t es = dtype_size(dt_);
     mem_.model_bytes = m.weight_bytes();
     mem_.kv_cache_bytes = size_t(2 * c.layers * max_batch_ * context_ * c.kv_dim()) * es;
+    fused_ = fusion_requested() && can_fuse(m);
+    qkv_cols_ = c.q_dim() + 2 * c.kv_dim();
     const int64_t widest = std::max({c.hidden, c.q_dim(), c.intermediate});
     const size_t partial_floats =
         std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
@@ -118,6 +149,7 @@ class GpuBackend final : public Backend {
         size_t(rows_) *
             size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() + 2 * c.intermediate + c.vocab) *
             es +
+        (fused_ ? size_t(rows_) * size_t(qkv_cols_ + 2 * c.intermediate) * es : 0) +
         partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
     // Prefill passes may expand a compressed layer to dense and run cuBLAS on it (the
     // <format>.expand_cublas kernels): one scratch the size of the largest such layer, shared by
@@ -131,6 +163,20 @@ class GpuBackend final : public Backend {
       for (const Layer& l : m.layers)
         for (const Weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) widen(*w);
       widen(m.lm_head);
+      // A stacked weight expands to its parts' rows together: estimate it as the parts' sum
+      // (checked exactly on the stacked weights below).
+      if (fused_) {
+        for (const Layer& l : m.layers) {
+          for (const auto& k : kernels::all_kernels()) {
+            size_t qkv = 0, gu = 0;
+            if (k.format == format_of(l.q))
+              for (const Weight* w : {&l.q, &l.k, &l.v}) qkv += kernels::workspace_need(k, *w).full;
+            if (k.format == format_of(l.gate))
+              for (const Weight* w : {&l.gate, &l.up}) gu += kernels::workspace_need(k, *w).full;
+            expand_bytes_ = std::max({expand_bytes_, qkv, gu});
+          }
+        }
+      }
       mem_.workspace_bytes += expand_bytes_;
     }
     size_t free_b = 0, total_b = 0;
@@ -152,18 +198,36 @@ class GpuBackend final : public Backend {
     for (size_t i = 0; i < m.layers.size(); ++i) {
       const Layer& l = m.layers[i];
       DeviceLayer& d = layers_[i];
-      SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
-      SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
-      SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
+      if (fused_) {
+        // Stacked on the host one layer at a time (the host copy is dropped after the upload).
+        for (auto [dst, parts] : {std::pair{&d.qkv, std::vector<const Weight*>{&l.q, &l.k, &l.v}},
+                                  std::pair{&d.gate_up, std::vector<const Weight*>{&l.gate, &l.up}}}) {
+          SPARROW_ASSIGN_OR_RETURN(Weight stacked, concat_rows(parts));
+          if (rows_ >= kExpandMinRows) {
+            for (const auto& k : kernels::all_kernels())
+              if (k.format == format_of(stacked))
+                expand_bytes_ = std::max(expand_bytes_, kernels::workspace_need(k, stacked).full);
+          }
+          SPARROW_ASSIGN_OR_RETURN(*dst, to_device(stacked));
+        }
+        std::vector<float> bias = l.q_bias;
+        bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
+        bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
+        SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(bias, dt_));
+      } else {
+        SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
+        SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
+        SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
+        SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
+        SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
+        SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
+        SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
+        SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
+      }
       SPARROW_ASSIGN_OR_RETURN(d.o, to_device(l.o));
-      SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
-      SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
       SPARROW_ASSIGN_OR_RETURN(d.down, to_device(l.down));
       SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
       SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
-      SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
-      SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
-      SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
     }
     SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(m.lm_head));
     SPARROW_ASSIGN_OR_RETURN(embed_, DeviceArray::alloc(m.embed.bytes()));
@@ -195,6 +259,10 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(act(gate_, c.intermediate));
     SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
     SPARROW_RETURN_IF_ERROR(act(logits_, c.vocab));
+    if (fused_) {
+      SPARROW_RETURN_IF_ERROR(act(qkv_, qkv_cols_));
+      SPARROW_RETURN_IF_ERROR(act(gate_up_, 2 * c.intermediate));
+    }
     SPARROW_ASSIGN_OR_RETURN(partials_, DeviceArray::alloc(partial_floats * sizeof(float)));
     SPARROW_ASSIGN_OR_RETURN(expand_, DeviceArray::alloc(expand_bytes_));
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
@@ -314,14 +382,25 @@ class GpuBackend final : public Backend {
       qo.bias = L.q_bias.get();
       ko.bias = L.k_bias.get();
       vo.bias = L.v_bias.get();
-      SPARROW_RETURN_IF_ERROR(matmul(view(q_, R, cfg.q_dim()), L.q, h, stream_, qo));
-      SPARROW_RETURN_IF_ERROR(matmul(view(k_, R, cfg.kv_dim()), L.k, h, stream_, ko));
-      SPARROW_RETURN_IF_ERROR(matmul(view(v_, R, cfg.kv_dim()), L.v, h, stream_, vo));
-      SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q_.get(), k_.get(), v_.get(), k_cache_[li].get(),
-                                                  v_cache_[li].get(), inv_freq_.get<float>(), rows,
-                                                  shape_, dt_, stream_));
-      SPARROW_RETURN_IF_ERROR(gpu::attention(q_.get(), k_cache_[li].get(), v_cache_[li].get(),
-                                             attn_.get(), partials_.get<float>(), rows, shape_,
+      void *q = q_.get(), *k = k_.get(), *v = v_.get();
+      gpu::RowLayout qkv_rows = rows;
+      if (fused_) {  // one matmul; q, k, v are column blocks of its rows
+        SPARROW_RETURN_IF_ERROR(matmul(view(qkv_, R, qkv_cols_), L.qkv, h, stream_, qo));
+        const size_t es = dtype_size(dt_);
+        q = qkv_.get();
+        k = static_cast<char*>(q) + size_t(cfg.q_dim()) * es;
+        v = static_cast<char*>(k) + size_t(cfg.kv_dim()) * es;
+        qkv_rows.q_ld = qkv_rows.kv_ld = qkv_cols_;
+      } else {
+        SPARROW_RETURN_IF_ERROR(matmul(view(q_, R, cfg.q_dim()), L.q, h, stream_, qo));
+        SPARROW_RETURN_IF_ERROR(matmul(view(k_, R, cfg.kv_dim()), L.k, h, stream_, ko));
+        SPARROW_RETURN_IF_ERROR(matmul(view(v_, R, cfg.kv_dim()), L.v, h, stream_, vo));
+      }
+      SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q, k, v, k_cache_[li].get(), v_cache_[li].get(),
+                                                  inv_freq_.get<float>(), qkv_rows, shape_, dt_,
+                                                  stream_));
+      SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
+                                             attn_.get(), partials_.get<float>(), qkv_rows, shape_,
                                              split_len, n_splits, dt_, stream_));
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
@@ -329,12 +408,19 @@ class GpuBackend final : public Backend {
           matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
       SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.mlp_norm.get<float>(), eps, h_.get(), R,
                                             cfg.hidden, dt_, stream_));
-      SPARROW_RETURN_IF_ERROR(
-          matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
-      SPARROW_RETURN_IF_ERROR(
-          matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
-      SPARROW_RETURN_IF_ERROR(
-          gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
+      if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
+        SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, h,
+                                       stream_, with_scratch()));
+        SPARROW_RETURN_IF_ERROR(gpu::swiglu_fused(gate_.get(), gate_up_.get(), R,
+                                                  cfg.intermediate, dt_, stream_));
+      } else {
+        SPARROW_RETURN_IF_ERROR(
+            matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
+        SPARROW_RETURN_IF_ERROR(
+            matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
+        SPARROW_RETURN_IF_ERROR(
+            gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
+      }
       SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
                                      view(gate_, R, cfg.intermediate), stream_, residual));
     }
@@ -410,6 +496,10 @@ class GpuBackend final : public Backend {
   std::vector<DeviceArray> k_cache_, v_cache_;
   DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
       pos_;
+  // Fused projections (every layer or none): outputs (rows, q_dim + 2 kv_dim) and (rows, 2 I).
+  bool fused_ = false;
+  int64_t qkv_cols_ = 0;
+  DeviceArray qkv_, gate_up_;
   // Scratch of the expand_cublas kernels (empty when no pass has enough rows to pick them).
   static constexpr int64_t kExpandMinRows = 32;
   DeviceArray expand_;

@@ -94,6 +94,15 @@ __global__ void swiglu_kernel(T* gate, const T* up, int64_t n) {
 }
 
 template <class T>
+__global__ void swiglu_fused_kernel(T* out, const T* gate_up, int64_t rows, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, j = i % cols;
+  const float g = to_f(gate_up[r * 2 * cols + j]);
+  out[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(gate_up[r * 2 * cols + cols + j]));
+}
+
+template <class T>
 __global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t cols) {
   const int64_t b = blockIdx.x;
   const T* s = src + (b * count + count - 1) * cols;
@@ -152,17 +161,18 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
   const int64_t pos = int64_t(rows.pos0[0]) + i;
   const int64_t hd = s.head_dim, half = hd / 2;
   const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
+  const int64_t qld = rows.q_ld ? rows.q_ld : qd, kvld = rows.kv_ld ? rows.kv_ld : kvd;
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
     float sn, cs;
     sincosf(float(pos) * inv_freq[j], &sn, &cs);  // fp32 angle as HF computes it
     if (head < s.heads) {
-      T* h = q + r * qd + head * hd;
+      T* h = q + r * qld + head * hd;
       const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
       h[j] = from_f<T>(x1 * cs - x2 * sn);
       h[j + half] = from_f<T>(x2 * cs + x1 * sn);
     } else {
       const int64_t kh = head - s.heads;
-      const T* h = k + r * kvd + kh * hd;
+      const T* h = k + r * kvld + kh * hd;
       T* kc = k_cache + (b * s.context + pos) * kvd + kh * hd;
       const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
       kc[j] = from_f<T>(x1 * cs - x2 * sn);
@@ -171,7 +181,7 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
   }
   if (head >= s.heads) {
     const int64_t kh = head - s.heads;
-    const T* vr = v + r * kvd + kh * hd;
+    const T* vr = v + r * kvld + kh * hd;
     T* vc = v_cache + (b * s.context + pos) * kvd + kh * hd;
     for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) vc[e] = vr[e];
   }
@@ -209,7 +219,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 
   const float scale = rsqrtf(float(hd));
   float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
-  const T* qr = q + r * (s.heads * hd) + head * hd;
+  const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) {
     const int64_t d = lane + 32 * e;
@@ -356,6 +366,17 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     attention_combine_kernel<T>
         <<<grid2, 128, 0, stream>>>(partials, static_cast<T*>(out), s, n_splits);
     SPARROW_CUDA_CHECK_LAUNCH("attention_combine");
+    return {};
+  });
+}
+
+Status swiglu_fused(void* out, const void* gate_up, int64_t rows, int64_t cols, DType t,
+                    Stream stream) {
+  return dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    swiglu_fused_kernel<T><<<blocks_for(rows * cols, 256), 256, 0, stream>>>(
+        static_cast<T*>(out), static_cast<const T*>(gate_up), rows, cols);
+    SPARROW_CUDA_CHECK_LAUNCH("swiglu_fused");
     return {};
   });
 }

@@ -27,6 +27,9 @@ Status rms_norm(const void* x, const float* weight, float eps, void* out, int64_
 struct RowLayout {
   int64_t batch = 1, count = 1;
   const int32_t* pos0 = nullptr;  // device: position of each sequence's first row in this pass
+  // Row strides (elements) of q and of k / v; 0: packed rows (heads * head_dim, kv_heads *
+  // head_dim). q, k and v as column blocks of one fused projection output share one stride.
+  int64_t q_ld = 0, kv_ld = 0;
 };
 struct AttentionShape {
   int64_t heads = 0, kv_heads = 0, head_dim = 0, context = 0;
@@ -45,6 +48,10 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
 
 // gate = silu(gate) * up, element-wise over n values.
 Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream);
+// out[r, j] = silu(gate_up[r, j]) * gate_up[r, cols + j]: gate and up as the two column blocks of
+// one fused projection output (rows, 2 * cols); out is (rows, cols).
+Status swiglu_fused(void* out, const void* gate_up, int64_t rows, int64_t cols, DType t,
+                    Stream stream);
 
 // dst[b, :] = src[b * count + count - 1, :] (the last row of each sequence).
 Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,

@@ -1,0 +1,139 @@
+// concat_rows: stacks encoded weights of one format along M without decoding them, so the engine
+// can run q/k/v (or gate/up) as one matmul over a taller matrix. Formats whose layout is rows
+// end to end (dense, csr, macko) are joined array by array; the tiled formats return
+// `unsupported` (their tiles would have to be rebuilt) and callers keep the parts separate.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparrow/weight.hpp"
+
+namespace sparrow {
+
+namespace {
+
+template <class M>
+std::vector<const M*> typed(const std::vector<const Weight*>& parts) {
+  std::vector<const M*> out;
+  for (const Weight* w : parts) out.push_back(&std::get<M>(*w));
+  return out;
+}
+
+template <class T>
+void append(std::vector<T>& dst, const Buffer<T>& src) {
+  dst.insert(dst.end(), src.host().begin(), src.host().end());
+}
+
+Result<Weight> concat_dense(const std::vector<const dense::Matrix*>& ms, const Shape& shape) {
+  dense::Matrix out;
+  out.shape = shape;
+  out.ld = ms[0]->ld;
+  std::vector<uint8_t> values;
+  for (const auto* m : ms) {
+    if (m->ld != out.ld) return unsupported("concat_rows: dense parts have different row strides");
+    append(values, m->values);
+  }
+  out.values = Buffer<uint8_t>(std::move(values));
+  return Weight(std::move(out));
+}
+
+Result<Weight> concat_csr(const std::vector<const csr::Matrix*>& ms, const Shape& shape) {
+  csr::Matrix out;
+  out.shape = shape;
+  out.index_bits = ms[0]->index_bits;
+  std::vector<uint32_t> row_ptr{0};
+  std::vector<uint16_t> col16;
+  std::vector<uint32_t> col32;
+  std::vector<uint8_t> values;
+  for (const auto* m : ms) {
+    if (m->index_bits != out.index_bits) {
+      return unsupported("concat_rows: csr parts have different column index widths");
+    }
+    const uint64_t base = row_ptr.back();
+    if (base + uint64_t(m->nnz()) > UINT32_MAX) {
+      return unsupported("concat_rows: more than 2^32 - 1 non-zeros in one csr matrix");
+    }
+    for (size_t r = 1; r < m->row_ptr.size(); ++r) row_ptr.push_back(uint32_t(base + m->row_ptr.host()[r]));
+    append(col16, m->col16);
+    append(col32, m->col32);
+    append(values, m->values);
+  }
+  out.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
+  out.col16 = Buffer<uint16_t>(std::move(col16));
+  out.col32 = Buffer<uint32_t>(std::move(col32));
+  out.values = Buffer<uint8_t>(std::move(values));
+  return Weight(std::move(out));
+}
+
+// Entry e of a macko matrix keeps its delta in the low nibble of byte e/2 when e is even. A part
+// appended after an even number of entries copies its delta bytes; after an odd number every delta
+// moves up one nibble.
+Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const Shape& shape) {
+  macko::Matrix out;
+  out.shape = shape;
+  std::vector<uint32_t> row_ptr{0};
+  std::vector<uint16_t> values;
+  std::vector<uint8_t> deltas;  // (entries + 1) / 2 bytes while joining
+  uint64_t n = 0;               // entries joined so far
+  for (const auto* m : ms) {
+    const uint32_t used = m->row_ptr.host().back();  // entries before the part's zero tail
+    if (n + used > uint64_t(UINT32_MAX) - uint64_t(macko::kPad)) {
+      return unsupported("concat_rows: more than 2^32 - 1 entries in one macko matrix");
+    }
+    for (size_t r = 1; r < m->row_ptr.size(); ++r) row_ptr.push_back(uint32_t(n + m->row_ptr.host()[r]));
+    values.insert(values.end(), m->values.host().begin(), m->values.host().begin() + used);
+    const uint8_t* src = m->deltas.host().data();
+    const size_t bytes = (size_t(used) + 1) / 2;  // the last one's high nibble is a tail entry: 0
+    if (n % 2 == 0) {
+      deltas.insert(deltas.end(), src, src + bytes);
+    } else {
+      for (size_t i = 0; i < bytes; ++i) {
+        deltas.back() |= uint8_t((src[i] & 0xF) << 4);
+        deltas.push_back(uint8_t(src[i] >> 4));
+      }
+    }
+    n += used;
+    deltas.resize(size_t((n + 1) / 2));
+    out.nnz += m->nnz;
+    out.max_row_entries = std::max(out.max_row_entries, m->max_row_entries);
+  }
+  const size_t n_entries = (values.size() + macko::kPad - 1) / macko::kPad * macko::kPad;
+  values.resize(n_entries, 0);
+  deltas.resize(n_entries / 2, 0);
+  out.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
+  out.values = Buffer<uint16_t>(std::move(values));
+  out.deltas = Buffer<uint8_t>(std::move(deltas));
+  return Weight(std::move(out));
+}
+
+}  // namespace
+
+Result<Weight> concat_rows(const std::vector<const Weight*>& parts) {
+  if (parts.empty()) return invalid_argument("concat_rows: no parts");
+  const Format f = format_of(*parts[0]);
+  const Shape& first = shape_of(*parts[0]);
+  Shape shape{0, first.cols, first.dtype};
+  for (const Weight* w : parts) {
+    if (location_of(*w) != Location::host) {
+      return invalid_argument("concat_rows needs host weights; call to_host() first");
+    }
+    if (format_of(*w) != f) return invalid_argument("concat_rows: the parts have different formats");
+    const Shape& s = shape_of(*w);
+    if (s.cols != first.cols || s.dtype != first.dtype) {
+      return invalid_argument("concat_rows: the parts differ in columns or dtype (" +
+                              std::to_string(s.cols) + " vs " + std::to_string(first.cols) + ")");
+    }
+    shape.rows += s.rows;
+  }
+  switch (f) {
+    case Format::dense: return concat_dense(typed<dense::Matrix>(parts), shape);
+    case Format::csr: return concat_csr(typed<csr::Matrix>(parts), shape);
+    case Format::macko: return concat_macko(typed<macko::Matrix>(parts), shape);
+    default:
+      return unsupported(std::string("concat_rows: ") + format_name(f) +
+                         " weights are stored in tiles and cannot be stacked without re-encoding");
+  }
+}
+
+}  // namespace sparrow
