@@ -145,11 +145,13 @@ class GpuBackend final : public Backend {
     const size_t partial_floats =
         std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
                  gpu::attention_partials_floats(rows_, shape_, splits_prefill_));
+    // Activation columns: x, h, last, attn, gate, logits, plus q, k, v, up (separate projections)
+    // or the fused [q | k | v] and [gate | up] outputs.
+    const int64_t projection_cols =
+        fused_ ? qkv_cols_ + 2 * c.intermediate : c.q_dim() + 2 * c.kv_dim() + c.intermediate;
     mem_.workspace_bytes =
         size_t(rows_) *
-            size_t(3 * c.hidden + c.q_dim() * 2 + 2 * c.kv_dim() + 2 * c.intermediate + c.vocab) *
-            es +
-        (fused_ ? size_t(rows_) * size_t(qkv_cols_ + 2 * c.intermediate) * es : 0) +
+            size_t(3 * c.hidden + c.q_dim() + c.intermediate + c.vocab + projection_cols) * es +
         partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
     // Prefill passes may expand a compressed layer to dense and run cuBLAS on it (the
     // <format>.expand_cublas kernels): one scratch the size of the largest such layer, shared by
@@ -252,16 +254,17 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(act(x_, c.hidden));
     SPARROW_RETURN_IF_ERROR(act(h_, c.hidden));
     SPARROW_RETURN_IF_ERROR(act(last_, c.hidden));
-    SPARROW_RETURN_IF_ERROR(act(q_, c.q_dim()));
     SPARROW_RETURN_IF_ERROR(act(attn_, c.q_dim()));
-    SPARROW_RETURN_IF_ERROR(act(k_, c.kv_dim()));
-    SPARROW_RETURN_IF_ERROR(act(v_, c.kv_dim()));
     SPARROW_RETURN_IF_ERROR(act(gate_, c.intermediate));
-    SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
     SPARROW_RETURN_IF_ERROR(act(logits_, c.vocab));
     if (fused_) {
       SPARROW_RETURN_IF_ERROR(act(qkv_, qkv_cols_));
       SPARROW_RETURN_IF_ERROR(act(gate_up_, 2 * c.intermediate));
+    } else {
+      SPARROW_RETURN_IF_ERROR(act(q_, c.q_dim()));
+      SPARROW_RETURN_IF_ERROR(act(k_, c.kv_dim()));
+      SPARROW_RETURN_IF_ERROR(act(v_, c.kv_dim()));
+      SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
     }
     SPARROW_ASSIGN_OR_RETURN(partials_, DeviceArray::alloc(partial_floats * sizeof(float)));
     SPARROW_ASSIGN_OR_RETURN(expand_, DeviceArray::alloc(expand_bytes_));
