@@ -38,6 +38,7 @@ Location location_of(const Weight& w);
 // the weight of the matrix [parts[0]; parts[1]; ...], built from the encoded arrays without
 // decoding (dense, csr, macko). Tiled formats (tca_bme, tiled_csl, nm) return `unsupported`.
 Result<Weight> concat_rows(const std::vector<const Weight*>& parts);
+bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this format
 
 // Copies every array of the weight to the current CUDA device (or back).
 Result<Weight> to_device(const Weight& w);

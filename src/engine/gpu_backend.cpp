@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <map>
+#include <string>
 
 #include "core/cuda_check.hpp"
 #include "engine/gpu_ops.hpp"
@@ -80,14 +80,14 @@ bool fusion_requested() {
   return v;
 }
 
-// Whether every layer's q/k/v and gate/up can be stacked: one format per group with a row
-// concatenation (concat_rows), and q/k/v biases all present or all absent.
+// Whether every layer's q/k/v and gate/up can be stacked: one format per group that
+// concat_rows stacks, and q/k/v biases all present or all absent.
 bool can_fuse(const Model& m) {
   auto stackable = [](std::initializer_list<const Weight*> ws) {
     const Format f = format_of(**ws.begin());
     for (const Weight* w : ws)
       if (format_of(*w) != f) return false;
-    return f == Format::dense || f == Format::csr || f == Format::macko;
+    return can_concat_rows(f);
   };
   for (const Layer& l : m.layers) {
     if (!stackable({&l.q, &l.k, &l.v}) || !stackable({&l.gate, &l.up})) return false;
@@ -157,28 +157,23 @@ class GpuBackend final : public Backend {
     // <format>.expand_cublas kernels): one scratch the size of the largest such layer, shared by
     // all. Decode-only runs (a handful of rows per pass) never pick those kernels.
     if (rows_ >= kExpandMinRows) {
-      auto widen = [this](const Weight& w) {
+      // The largest scratch a kernel of the weight's format asks for.
+      auto need = [](const Weight& w) {
+        size_t n = 0;
         for (const auto& k : kernels::all_kernels())
-          if (k.format == format_of(w))
-            expand_bytes_ = std::max(expand_bytes_, kernels::workspace_need(k, w).full);
+          if (k.format == format_of(w)) n = std::max(n, kernels::workspace_need(k, w).full);
+        return n;
       };
-      for (const Layer& l : m.layers)
-        for (const Weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) widen(*w);
-      widen(m.lm_head);
-      // A stacked weight expands to its parts' rows together: estimate it as the parts' sum
-      // (checked exactly on the stacked weights below).
-      if (fused_) {
-        for (const Layer& l : m.layers) {
-          for (const auto& k : kernels::all_kernels()) {
-            size_t qkv = 0, gu = 0;
-            if (k.format == format_of(l.q))
-              for (const Weight* w : {&l.q, &l.k, &l.v}) qkv += kernels::workspace_need(k, *w).full;
-            if (k.format == format_of(l.gate))
-              for (const Weight* w : {&l.gate, &l.up}) gu += kernels::workspace_need(k, *w).full;
-            expand_bytes_ = std::max({expand_bytes_, qkv, gu});
-          }
-        }
+      for (const Layer& l : m.layers) {
+        for (const Weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+          expand_bytes_ = std::max(expand_bytes_, need(*w));
+        // A stacked weight expands all of its parts' rows at once (the stackable formats' scratch
+        // is rows x row bytes, so the parts' sum is exact).
+        if (fused_)
+          expand_bytes_ = std::max({expand_bytes_, need(l.q) + need(l.k) + need(l.v),
+                                    need(l.gate) + need(l.up)});
       }
+      expand_bytes_ = std::max(expand_bytes_, need(m.lm_head));
       mem_.workspace_bytes += expand_bytes_;
     }
     size_t free_b = 0, total_b = 0;
@@ -205,11 +200,6 @@ class GpuBackend final : public Backend {
         for (auto [dst, parts] : {std::pair{&d.qkv, std::vector<const Weight*>{&l.q, &l.k, &l.v}},
                                   std::pair{&d.gate_up, std::vector<const Weight*>{&l.gate, &l.up}}}) {
           SPARROW_ASSIGN_OR_RETURN(Weight stacked, concat_rows(parts));
-          if (rows_ >= kExpandMinRows) {
-            for (const auto& k : kernels::all_kernels())
-              if (k.format == format_of(stacked))
-                expand_bytes_ = std::max(expand_bytes_, kernels::workspace_need(k, stacked).full);
-          }
           SPARROW_ASSIGN_OR_RETURN(*dst, to_device(stacked));
         }
         std::vector<float> bias = l.q_bias;

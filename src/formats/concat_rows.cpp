@@ -109,6 +109,10 @@ Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const S
 
 }  // namespace
 
+bool can_concat_rows(Format f) {
+  return f == Format::dense || f == Format::csr || f == Format::macko;
+}
+
 Result<Weight> concat_rows(const std::vector<const Weight*>& parts) {
   if (parts.empty()) return invalid_argument("concat_rows: no parts");
   const Format f = format_of(*parts[0]);

@@ -83,6 +83,8 @@ TEST(ConcatRows, RefusesWhatItCannotJoin) {
   EXPECT_EQ(concat_rows({&ma, &mb}).status().code(), Code::invalid_argument);  // columns
   EXPECT_EQ(concat_rows({&ma, &mc}).status().code(), Code::invalid_argument);  // dtype
   EXPECT_EQ(concat_rows({&ma, &ca}).status().code(), Code::invalid_argument);  // formats
+  for (Format f : {Format::dense, Format::csr, Format::macko}) EXPECT_TRUE(can_concat_rows(f));
+  for (Format f : {Format::tca_bme, Format::tiled_csl, Format::nm}) EXPECT_FALSE(can_concat_rows(f));
   for (Format f : {Format::tca_bme, Format::tiled_csl}) {
     const Weight w = encode_ok(f, a);
     auto r = concat_rows({&w, &w});

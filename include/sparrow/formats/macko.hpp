@@ -12,6 +12,8 @@
 //   deltas   (n_entries / 2) 4-bit deltas, entry e in byte e/2, low nibble for even e
 #pragma once
 
+#include <vector>
+
 #include "sparrow/formats/common.hpp"
 
 namespace sparrow::macko {
@@ -38,7 +40,8 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// The longest row's entries (padding included) from a host row_ptr of rows + 1 values.
-int64_t longest_row(const uint32_t* row_ptr, int64_t rows);
+// The longest row's entries (padding included): the largest step of a host row_ptr (0 when it
+// has fewer than two values; validate checks its length and order).
+int64_t longest_row(const std::vector<uint32_t>& row_ptr);
 
 }  // namespace sparrow::macko

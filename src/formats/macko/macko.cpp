@@ -3,7 +3,6 @@
 #include "sparrow/formats/macko.hpp"
 
 #include <algorithm>
-
 #include <cstring>
 #include <limits>
 #include <string>
@@ -98,7 +97,7 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   Matrix m;
   m.shape = {M, K, w.dtype};
   m.nnz = nnz;
-  m.max_row_entries = longest_row(row_ptr.data(), M);
+  m.max_row_entries = longest_row(row_ptr);
   m.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
   m.values = Buffer<uint16_t>(std::move(values));
   m.deltas = Buffer<uint8_t>(std::move(deltas));
@@ -186,18 +185,18 @@ Status validate(const Matrix& m) {
     return corrupt_data("macko: nnz field is " + std::to_string(m.nnz) + " but the entries hold " +
                         std::to_string(nnz) + " non-zeros");
   }
-  if (m.max_row_entries != longest_row(rp, s.rows)) {
+  const int64_t longest = longest_row(m.row_ptr.host());
+  if (m.max_row_entries != longest) {
     return corrupt_data("macko: max_row_entries is " + std::to_string(m.max_row_entries) +
-                        " but the longest row has " + std::to_string(longest_row(rp, s.rows)) +
-                        " entries");
+                        " but the longest row has " + std::to_string(longest) + " entries");
   }
   return Status::success();
 }
 
-int64_t longest_row(const uint32_t* row_ptr, int64_t rows) {
+int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
   int64_t longest = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    longest = std::max<int64_t>(longest, int64_t(row_ptr[r + 1]) - int64_t(row_ptr[r]));
+  for (size_t r = 1; r < row_ptr.size(); ++r) {
+    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
   }
   return longest;
 }

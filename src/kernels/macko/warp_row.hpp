@@ -33,8 +33,9 @@ struct OneTokenConfig {
     return lanes == 32 && pieces == 1 ? 6 : 8;
   }
 };
-// Warp slots per SM of the half-warp and row-piece instances (8 blocks of 8 warps).
-constexpr int64_t kOneTokenWarpsPerSm = 8 * OneTokenConfig::kThreads / 32;
+// Warp slots per SM of the half-warp and row-piece instances (what the launch rules count).
+constexpr int64_t kOneTokenWarpsPerSm =
+    OneTokenConfig::min_blocks_per_sm(16, 1) * OneTokenConfig::kThreads / 32;
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
 constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
