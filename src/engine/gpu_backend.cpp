@@ -128,10 +128,10 @@ class GpuBackend final : public Backend {
           "--backend cpu, or convert the checkpoint)");
     }
     shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
-    // Decode attention: up to 128 keys per block, as many splits as the context needs (blocks
-    // past the current position exit at once). Prefill rows use 4 splits.
-    split_len_decode_ = std::min<int64_t>(128, context_);
-    splits_decode_ = (context_ + split_len_decode_ - 1) / split_len_decode_;
+    // Decode attention: one split per 128 keys of the context, the current position's keys
+    // shared evenly by them (the captured step serves every position). Prefill rows use 4 splits
+    // of fixed ranges.
+    splits_decode_ = (context_ + 127) / 128;
     splits_prefill_ = std::min<int64_t>(4, splits_decode_);
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
@@ -362,7 +362,9 @@ class GpuBackend final : public Backend {
     const float eps = float(cfg.rms_eps);
     const gpu::RowLayout rows{batch, c, pos_.get<int32_t>()};
     const bool decode = c == 1;
-    const int64_t split_len = decode ? split_len_decode_ : split_len_prefill_;
+    // Decode shares each row's keys evenly by the splits (split_len 0): at position 544 of a
+    // 4096 context, fixed ranges of 128 keys leave 27 of 32 splits empty.
+    const int64_t split_len = decode ? 0 : split_len_prefill_;
     const int64_t n_splits = decode ? splits_decode_ : splits_prefill_;
     SPARROW_RETURN_IF_ERROR(
         gpu::embed(tokens_.get<int32_t>(), embed_.get(), x_.get(), R, cfg.hidden, dt_, stream_));
@@ -479,7 +481,7 @@ class GpuBackend final : public Backend {
   int64_t chunk_for(int batch) const { return std::max<int64_t>(1, rows_ / batch); }
   DType dt_ = DType::fp16;
   gpu::AttentionShape shape_;
-  int64_t split_len_decode_ = 1, splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
+  int64_t splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;
   cudaStream_t stream_ = nullptr;
   void* pinned_ = nullptr;

@@ -206,10 +206,14 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   const int64_t kvh = head / (s.heads / s.kv_heads);
   const int64_t kvd = s.kv_heads * hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t begin = split * split_len;
-  const int64_t end = min(begin + split_len, pos + 1);  // keys [begin, end)
+  // Keys [begin, end): fixed ranges of split_len, or (split_len 0) this row's pos + 1 keys shared
+  // evenly by the n_splits blocks, so a decode step early in a long context still spreads its
+  // keys over every block instead of leaving most of them empty.
+  const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
+  const int64_t begin = split * per;
+  const int64_t end = min(begin + per, pos + 1);
   float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
-  if (begin > pos) {  // past this row's position: an empty split
+  if (begin >= end) {  // past this row's position: an empty split
     if (threadIdx.x == 0) {
       part[0] = -INFINITY;
       part[1] = 0.0f;
@@ -352,7 +356,7 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
                        ")");
   }
-  if (n_splits < 1 || split_len < 1 || split_len * n_splits < s.context) {
+  if (n_splits < 1 || split_len < 0 || (split_len > 0 && split_len * n_splits < s.context)) {
     return invalid_argument("attention splits must cover the context");
   }
   return dispatch_dtype(t, [&](auto tag) -> Status {

@@ -40,7 +40,8 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 
 // Flash-decoding: each (row, head) attends over positions 0 .. its own, split into `n_splits`
 // ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
-// (head_dim + 2) floats), then combined. out: (rows, heads * head_dim). head_dim <= 256.
+// (head_dim + 2) floats), then combined. split_len 0: each row's keys are shared evenly by the
+// n_splits blocks (whatever its position). out: (rows, heads * head_dim). head_dim <= 256.
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                  float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
                  int64_t n_splits, DType t, Stream stream);

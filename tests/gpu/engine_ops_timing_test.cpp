@@ -134,6 +134,32 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
     cudaFree(kc);
     cudaFree(vc);
   }
+  {
+    // bench-model's decode positions: early in a 4096 context (prompt 512 + generated tokens).
+    // Fixed ranges of 128 keys (32 splits, 27 of them empty) vs the keys shared by the 32 splits
+    // (split_len 0, what the engine's decode step runs).
+    const int64_t ctx = 4096, at = 544;
+    const engine::gpu::AttentionShape shape{heads, heads, hd, ctx};
+    void* kc = device_random(size_t(ctx * hidden), t, 10);
+    void* vc = device_random(size_t(ctx * hidden), t, 11);
+    std::vector<int32_t> pos = {int32_t(at)};
+    cudaMemcpy(ids + 4, pos.data(), 4, cudaMemcpyHostToDevice);
+    const engine::gpu::RowLayout rows{1, 1, ids + 4};
+    float* partials = nullptr;
+    cudaMalloc(&partials, engine::gpu::attention_partials_floats(1, shape, 32) * 4);
+    for (int64_t split_len : {128, 0}) {
+      const std::string name = std::string("attention, ") +
+                               (split_len ? "splits of 128" : "keys shared by 32 splits") +
+                               " (position 544 of context 4096)";
+      row(name.c_str(), time_op([&](cudaStream_t s) {
+            return engine::gpu::attention(q, kc, vc, out, partials, rows, shape, split_len, 32, t,
+                                          s);
+          }));
+    }
+    cudaFree(partials);
+    cudaFree(kc);
+    cudaFree(vc);
+  }
   for (void* p : {x, out, q, k, v, gate, up, logits, table}) cudaFree(p);
   cudaFree(w);
   cudaFree(inv);

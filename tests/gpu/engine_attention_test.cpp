@@ -1,0 +1,117 @@
+// The engine's split-K attention kernel (engine::gpu::attention) against a CPU reference in
+// double: grouped-query heads, an odd head_dim, several rows per sequence (prefill) and one
+// (decode), positions from 0 to the end of the context, fixed key ranges and keys shared evenly
+// by the splits (split_len 0, the decode mode), output poisoned with NaN before each call.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/gpu_ops.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+using namespace sparrow;
+using namespace sparrow::test;
+
+namespace {
+
+// out (rows, heads * hd) of softmax(q k^T / sqrt(hd)) v over keys 0 .. pos of each row.
+std::vector<double> attention_ref(const HostMatrix& q, const HostMatrix& kc, const HostMatrix& vc,
+                                  const engine::gpu::AttentionShape& s, int64_t batch,
+                                  int64_t count, int64_t pos0) {
+  const int64_t hd = s.head_dim, kvd = s.kv_heads * hd;
+  std::vector<double> out(size_t(batch * count * s.heads * hd), 0.0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t r = b * count + i, pos = pos0 + i;
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t kvh = h / (s.heads / s.kv_heads);
+        std::vector<double> score(size_t(pos + 1));
+        double mx = -1e300;
+        for (int64_t j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            dot += double(q.at(r, h * hd + d)) * kc.at(b * s.context + j, kvh * hd + d);
+          score[size_t(j)] = dot / std::sqrt(double(hd));
+          mx = std::max(mx, score[size_t(j)]);
+        }
+        double sum = 0;
+        for (auto& x : score) sum += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < hd; ++d) {
+          double a = 0;
+          for (int64_t j = 0; j <= pos; ++j)
+            a += score[size_t(j)] * vc.at(b * s.context + j, kvh * hd + d);
+          out[size_t(r * s.heads * hd + h * hd + d)] = a / sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Case {
+  int64_t count, pos0, split_len, n_splits;
+};
+
+}  // namespace
+
+TEST(EngineAttention, MatchesReference) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no GPU";
+  const engine::gpu::AttentionShape s{6, 2, 72, 600};  // 3 query heads per kv head, hd % 32 != 0
+  const int64_t batch = 2;
+  const std::vector<Case> cases = {
+      {1, 0, 0, 32},   {1, 5, 0, 32},    {1, 544, 0, 32},  {1, 599, 0, 32}, {1, 544, 0, 7},
+      {1, 544, 0, 1},  {1, 599, 128, 5}, {1, 30, 128, 5},  {3, 0, 150, 4},  {3, 200, 150, 4},
+      {17, 583, 0, 4}, {17, 583, 600, 1},
+  };
+  for (DType t : {DType::fp16, DType::bf16}) {
+    const HostMatrix kc = patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 1);
+    const HostMatrix vc = patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 2);
+    const DeviceMatrix dk = DeviceMatrix::upload(kc), dv = DeviceMatrix::upload(vc);
+    int32_t* pos = nullptr;
+    CUDA_OK(cudaMalloc(&pos, 4));
+    for (const Case& c : cases) {
+      const std::string what = std::string(dtype_name(t)) + " count " + std::to_string(c.count) +
+                               " pos0 " + std::to_string(c.pos0) + " split_len " +
+                               std::to_string(c.split_len) + " splits " +
+                               std::to_string(c.n_splits);
+      const int64_t rows = batch * c.count;
+      const HostMatrix q = patterns::dense_random(t, rows, s.heads * s.head_dim, 3 + c.pos0);
+      const DeviceMatrix dq = DeviceMatrix::upload(q);
+      DeviceMatrix dout = DeviceMatrix::alloc(t, rows, s.heads * s.head_dim);
+      dout.poison();
+      float* partials = nullptr;
+      CUDA_OK(cudaMalloc(&partials,
+                         engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
+      CUDA_OK(cudaMemset(partials, 0xFF, engine::gpu::attention_partials_floats(rows, s,
+                                                                                c.n_splits) * 4));
+      const int32_t p0 = int32_t(c.pos0);
+      CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+      const engine::gpu::RowLayout layout{batch, c.count, pos};
+      const Status st = engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data,
+                                               dout.view.data, partials, layout, s, c.split_len,
+                                               c.n_splits, t, nullptr);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
+      const HostMatrix y = dout.download();
+      const double err = reference::normalized_error(y.view(), ref);
+      EXPECT_LE(err, 2 * tolerance(t)) << what;
+      cudaFree(partials);
+    }
+    // Fixed ranges that do not reach the end of the context are refused, not run short.
+    const engine::gpu::RowLayout layout{1, 1, pos};
+    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, 128,
+                                     4, t, nullptr)
+                  .code(),
+              Code::invalid_argument);
+    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, -1,
+                                     4, t, nullptr)
+                  .code(),
+              Code::invalid_argument);
+    cudaFree(pos);
+  }
+}
