@@ -18,6 +18,12 @@ struct MatmulOptions {
   // a whole expanded W (M x round_up(K, 8) elements), matmul never picks them.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Programmatic dependent launch (sm_90+): the kernel may start while the previous kernel on
+  // `stream` still runs and read the weight's bytes early, touching X, Y and the bias only after
+  // that kernel has finished. Hides launch and first-load latency in chains of short kernels (an
+  // engine's decode step). Set it only when no kernel right before the call writes the weight.
+  // Kernels without a dependent-launch path ignore it; SPARROW_PDL=0 turns it off everywhere.
+  bool dependent_launch = false;
 };
 
 // W on the device (to_device), X (N x K) and Y (N x M) device views of W's dtype. Asynchronous on

@@ -501,9 +501,13 @@ class GpuBackend final : public Backend {
   size_t expand_bytes_ = 0;
 
   // Options for every matmul of a pass: the expand scratch, plus the caller's bias/accumulate.
+  // Every matmul of a pass: the expand scratch, and a dependent launch (the weights are uploaded
+  // once by copies, never written by a kernel, so a matmul may read them while the previous
+  // kernel of the step still runs).
   MatmulOptions with_scratch(MatmulOptions o = {}) const {
     o.workspace = expand_.get();
     o.workspace_bytes = expand_bytes_;
+    o.dependent_launch = true;
     return o;
   }
   std::map<int, cudaGraphExec_t> graphs_;

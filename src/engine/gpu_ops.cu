@@ -6,9 +6,15 @@
 #include <cfloat>
 
 #include "core/cuda_check.hpp"
+#include "kernels/dependent_launch.cuh"
 #include "engine/gpu_ops.hpp"
 
 namespace sparrow::engine::gpu {
+
+// Every kernel here starts with begin_dependent() and launches with PDL (kernels/
+// dependent_launch.cuh): a decode step is a chain of short kernels.
+constexpr bool kDependent = true;
+using kernels::launch_kernel;
 
 namespace {
 
@@ -54,6 +60,7 @@ constexpr int kRowThreads = 1024;
 
 template <class T>
 __global__ void embed_kernel(const int32_t* tokens, const T* embed, T* x, int64_t hidden) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x;
   const T* src = embed + int64_t(tokens[r]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[r * hidden + i] = src[i];
@@ -62,6 +69,7 @@ __global__ void embed_kernel(const int32_t* tokens, const T* embed, T* x, int64_
 // One block per row: sum of squares in fp32 (block reduction), then scale.
 template <class T>
 __global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, int64_t hidden) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   __shared__ float warp_sums[32];
   const T* row = x + int64_t(blockIdx.x) * hidden;
   float ss = 0.0f;
@@ -87,6 +95,7 @@ __global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, i
 
 template <class T>
 __global__ void swiglu_kernel(T* gate, const T* up, int64_t n) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float g = to_f(gate[i]);
@@ -95,6 +104,7 @@ __global__ void swiglu_kernel(T* gate, const T* up, int64_t n) {
 
 template <class T>
 __global__ void swiglu_fused_kernel(T* out, const T* gate_up, int64_t rows, int64_t cols) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t r = i / cols, j = i % cols;
@@ -104,6 +114,7 @@ __global__ void swiglu_fused_kernel(T* out, const T* gate_up, int64_t rows, int6
 
 template <class T>
 __global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t cols) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t b = blockIdx.x;
   const T* s = src + (b * count + count - 1) * cols;
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[b * cols + i] = s[i];
@@ -112,6 +123,7 @@ __global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t 
 // One block per row; (value, index) reduction with the lowest index winning ties.
 template <class T>
 __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   __shared__ float best_v[32];
   __shared__ int32_t best_i[32];
   const T* row = logits + int64_t(blockIdx.x) * vocab;
@@ -156,6 +168,7 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
 template <class T>
 __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v_cache,
                                   const float* inv_freq, RowLayout rows, AttentionShape s) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y;
   const int64_t b = r / rows.count, i = r % rows.count;
   const int64_t pos = int64_t(rows.pos0[0]) + i;
@@ -199,6 +212,7 @@ template <class T>
 __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_cache,
                                        float* partials, RowLayout rows, AttentionShape s,
                                        int64_t split_len, int64_t n_splits) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
   const int64_t b = r / rows.count, i = r % rows.count;
   const int64_t pos = int64_t(rows.pos0[0]) + i;
@@ -286,6 +300,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 template <class T>
 __global__ void attention_combine_kernel(const float* partials, T* out, AttentionShape s,
                                          int64_t n_splits) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y, hd = s.head_dim;
   const float* part = partials + (r * s.heads + head) * n_splits * (hd + 2);
   float M = -INFINITY;
@@ -312,10 +327,10 @@ Status embed(const int32_t* tokens, const void* e, void* x, int64_t rows, int64_
              Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    embed_kernel<T><<<unsigned(rows), 256, 0, stream>>>(tokens, static_cast<const T*>(e),
-                                                        static_cast<T*>(x), hidden);
-    SPARROW_CUDA_CHECK_LAUNCH("embed");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, embed_kernel<T>, dim3(unsigned(rows)), dim3(256), 0, stream,
+                      tokens, static_cast<const T*>(e), static_cast<T*>(x), hidden),
+        "embed launch");
   });
 }
 
@@ -323,10 +338,10 @@ Status rms_norm(const void* x, const float* w, float eps, void* out, int64_t row
                 DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    rms_norm_kernel<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(x), w, eps,
-                                                           static_cast<T*>(out), hidden);
-    SPARROW_CUDA_CHECK_LAUNCH("rms_norm");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, rms_norm_kernel<T>, dim3(unsigned(rows)), dim3(kRowThreads), 0,
+                      stream, static_cast<const T*>(x), w, eps, static_cast<T*>(out), hidden),
+        "rms_norm launch");
   });
 }
 
@@ -336,12 +351,13 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads + s.kv_heads));
-    const unsigned threads = unsigned(std::min<int64_t>(128, std::max<int64_t>(32, s.head_dim / 2)));
-    rope_cache_kernel<T><<<grid, threads, 0, stream>>>(
-        static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-        static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s);
-    SPARROW_CUDA_CHECK_LAUNCH("rope_and_cache");
-    return {};
+    const unsigned threads =
+        unsigned(std::min<int64_t>(128, std::max<int64_t>(32, s.head_dim / 2)));
+    return cuda_status(
+        launch_kernel(kDependent, rope_cache_kernel<T>, grid, dim3(threads), 0, stream,
+                      static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                      static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s),
+        "rope_and_cache launch");
   });
 }
 
@@ -362,15 +378,16 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
-    attention_split_kernel<T><<<grid, 32 * kAttnWarps, 0, stream>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
-        partials, rows, s, split_len, n_splits);
-    SPARROW_CUDA_CHECK_LAUNCH("attention_split");
+    SPARROW_RETURN_IF_ERROR(cuda_status(
+        launch_kernel(kDependent, attention_split_kernel<T>, grid, dim3(32 * kAttnWarps), 0, stream,
+                      static_cast<const T*>(q), static_cast<const T*>(k_cache),
+                      static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits),
+        "attention_split launch"));
     const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
-    attention_combine_kernel<T>
-        <<<grid2, 128, 0, stream>>>(partials, static_cast<T*>(out), s, n_splits);
-    SPARROW_CUDA_CHECK_LAUNCH("attention_combine");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, attention_combine_kernel<T>, grid2, dim3(128), 0, stream,
+                      static_cast<const float*>(partials), static_cast<T*>(out), s, n_splits),
+        "attention_combine launch");
   });
 }
 
@@ -378,20 +395,21 @@ Status swiglu_fused(void* out, const void* gate_up, int64_t rows, int64_t cols, 
                     Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    swiglu_fused_kernel<T><<<blocks_for(rows * cols, 256), 256, 0, stream>>>(
-        static_cast<T*>(out), static_cast<const T*>(gate_up), rows, cols);
-    SPARROW_CUDA_CHECK_LAUNCH("swiglu_fused");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, swiglu_fused_kernel<T>, dim3(blocks_for(rows * cols, 256)),
+                      dim3(256), 0, stream, static_cast<T*>(out), static_cast<const T*>(gate_up),
+                      rows, cols),
+        "swiglu_fused launch");
   });
 }
 
 Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    swiglu_kernel<T><<<blocks_for(n, 256), 256, 0, stream>>>(static_cast<T*>(gate),
-                                                             static_cast<const T*>(up), n);
-    SPARROW_CUDA_CHECK_LAUNCH("swiglu");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, swiglu_kernel<T>, dim3(blocks_for(n, 256)), dim3(256), 0, stream,
+                      static_cast<T*>(gate), static_cast<const T*>(up), n),
+        "swiglu launch");
   });
 }
 
@@ -399,10 +417,10 @@ Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count
                         DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    gather_last_kernel<T><<<unsigned(batch), 256, 0, stream>>>(static_cast<const T*>(src),
-                                                               static_cast<T*>(dst), count, cols);
-    SPARROW_CUDA_CHECK_LAUNCH("gather_last_rows");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, gather_last_kernel<T>, dim3(unsigned(batch)), dim3(256), 0,
+                      stream, static_cast<const T*>(src), static_cast<T*>(dst), count, cols),
+        "gather_last_rows launch");
   });
 }
 
@@ -410,9 +428,10 @@ Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DTy
               Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    argmax_kernel<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), out, vocab);
-    SPARROW_CUDA_CHECK_LAUNCH("argmax");
-    return {};
+    return cuda_status(
+        launch_kernel(kDependent, argmax_kernel<T>, dim3(unsigned(rows)), dim3(kRowThreads), 0,
+                      stream, static_cast<const T*>(logits), out, vocab),
+        "argmax launch");
   });
 }
 

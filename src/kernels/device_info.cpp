@@ -2,6 +2,8 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "core/cuda_check.hpp"
 
@@ -47,6 +49,16 @@ Result<DeviceInfo> current_device_info() {
     g_sm_count[dev].store(info.sm_count, std::memory_order_relaxed);
   }
   return info;
+}
+
+bool dependent_launch_enabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("SPARROW_PDL");
+    return e && std::string(e) == "0";
+  }();
+  if (off) return false;
+  const auto info = current_device_info();
+  return info.ok() && info.value().cc_major >= 9;
 }
 
 }  // namespace sparrow::kernels

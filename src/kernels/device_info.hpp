@@ -17,4 +17,8 @@ struct DeviceInfo {
 // The current device's info; an error Status if no device is usable.
 Result<DeviceInfo> current_device_info();
 
+// Whether kernels launch with programmatic dependent launch (kernels/dependent_launch.cuh): the
+// current device is sm_90 or later and SPARROW_PDL is not "0" (experiment switch, read once).
+bool dependent_launch_enabled();
+
 }  // namespace sparrow::kernels

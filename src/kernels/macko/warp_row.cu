@@ -16,6 +16,7 @@
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
 #include "kernels/token_bucket.hpp"
 
@@ -288,6 +289,7 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
                            const T* __restrict__ x, T* __restrict__ y,
                            const T* __restrict__ bias, bool accumulate) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
+  let_next_launch();
   constexpr int kWarps = OneTokenConfig::kThreads / 32;
   constexpr int kRowsPerWarp = 32 / LANES;
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
@@ -335,6 +337,9 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   uint4 v;
   uint32_t d;
   load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
+  // Everything above reads the weight only: with a dependent launch it overlaps the previous
+  // kernel. X and Y are touched after it has finished.
+  wait_for_previous();
   float acc = 0.f;
   for (uint32_t st = st_begin; st < st_end; ++st) {
     const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
@@ -418,31 +423,32 @@ int pieces_override() {
 }
 
 template <class T, int LANES, int PIECES>
-void launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
-                               bool accumulate, Stream stream) {
+cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
+                                      bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  macko_one_token_kernel<T, LANES, PIECES><<<blocks, OneTokenConfig::kThreads, 0, stream>>>(
-      mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y,
-      bias, accumulate);
+  return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
+                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
+                       mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
+                       accumulate);
 }
 
 // The one runtime -> template choice of the one-token kernels.
 template <class T>
 Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, int pieces, const T* x,
-                        T* y, const T* bias, bool accumulate, Stream stream) {
+                        T* y, const T* bias, bool accumulate, bool dependent, Stream stream) {
+  cudaError_t e;
   if (which == OneTokenKernel::half_warp) {
-    launch_one_token_instance<T, 16, 1>(mm, x, y, bias, accumulate, stream);
+    e = launch_one_token_instance<T, 16, 1>(mm, x, y, bias, accumulate, dependent, stream);
   } else if (pieces >= 4) {
-    launch_one_token_instance<T, 32, 4>(mm, x, y, bias, accumulate, stream);
+    e = launch_one_token_instance<T, 32, 4>(mm, x, y, bias, accumulate, dependent, stream);
   } else if (pieces == 2) {
-    launch_one_token_instance<T, 32, 2>(mm, x, y, bias, accumulate, stream);
+    e = launch_one_token_instance<T, 32, 2>(mm, x, y, bias, accumulate, dependent, stream);
   } else {
-    launch_one_token_instance<T, 32, 1>(mm, x, y, bias, accumulate, stream);
+    e = launch_one_token_instance<T, 32, 1>(mm, x, y, bias, accumulate, dependent, stream);
   }
-  SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
-  return Status::success();
+  return cuda_status(e, "macko.warp_row launch");
 }
 
 template <class T, int NB, bool XS>
@@ -503,7 +509,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
                              : 1;
-      return launch_one_token<T>(mm, which, pieces, x, y, bias, p.opt.accumulate, stream);
+      return launch_one_token<T>(mm, which, pieces, x, y, bias, p.opt.accumulate,
+                                 p.opt.dependent_launch, stream);
     }
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);

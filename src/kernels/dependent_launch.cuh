@@ -1,0 +1,64 @@
+// Programmatic dependent launch (PDL, sm_90 and later). A decode step is a chain of short
+// kernels, each waiting for the previous one: without PDL every kernel starts only after the
+// previous one has finished and its launch has gone through the front end, a few µs per link that
+// no kernel spends reading weights. Launched with PDL, a kernel's blocks may start while the
+// previous kernel still runs; they do what does not depend on it (load their first weight bytes,
+// row extents) and then wait for it at `wait_for_previous()`, which returns once the previous
+// grid has finished and its writes are visible. A kernel lets the next one launch early with
+// `let_next_launch()`.
+//
+// Rules for a kernel launched with `launch_kernel(true, ...)`:
+//   - nothing before `wait_for_previous()` may read what earlier kernels write (activations) or
+//     write anything at all; weights and sizes are fine;
+//   - every kernel of the chain must be launched this way or normally (a normally launched kernel
+//     waits for the whole previous grid, as always). Waiting is transitive: the previous kernel
+//     itself finished only after its own wait, so everything before it has finished too.
+// On sm_80 the instructions compile to nothing and the launch attribute is not set.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "kernels/device_info.hpp"
+
+namespace sparrow::kernels {
+
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void let_next_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The prologue of a kernel whose first loads are activations (element-wise kernels): the next
+// kernel may launch now, this one waits for the previous.
+__device__ __forceinline__ void begin_dependent() {
+  let_next_launch();
+  wait_for_previous();
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `dependent` and
+// dependent_launch_enabled(). Returns the launch error, as cudaGetLastError would after <<<>>>.
+template <class... Params, class... Args>
+cudaError_t launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
+                          size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = dependent && dependent_launch_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace sparrow::kernels

@@ -1,0 +1,131 @@
+// Programmatic dependent launch (kernels/dependent_launch.cuh): a kernel launched with it may
+// start while the previous kernel runs, so one that reads its input before waiting reads stale
+// data. Here the previous kernel lets the next one launch at once, spins for ~20 µs and only then
+// writes X; X holds NaN before that. A matmul (dependent_launch) or engine op that gathered X
+// early would see the NaN. On GPUs without PDL (before sm_90) the same test runs as ordinary
+// stream order and still passes.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/gpu_ops.hpp"
+#include "gpu/decode_kernel_checks.hpp"
+#include "gpu/gpu_test_util.hpp"
+#include "kernels/dependent_launch.cuh"
+#include "kernels/device_info.hpp"
+#include "sparrow/matmul.hpp"
+
+using namespace sparrow;
+using namespace sparrow::test;
+
+namespace {
+
+// Lets the next kernel launch, waits ~spin clocks, then copies n 16-bit values src -> dst.
+__global__ void slow_producer(uint16_t* dst, const uint16_t* src, int64_t n, long long spin) {
+  kernels::let_next_launch();
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin) {
+  }
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+// ~20 µs at the H100's clocks: long enough that a dependent kernel's blocks are resident and
+// running before X is written.
+constexpr long long kSpinClocks = 40000;
+
+cudaError_t produce_late(void* dst, const void* src, int64_t n, cudaStream_t s) {
+  return kernels::launch_kernel(true, slow_producer, dim3(1), dim3(256), 0, s,
+                                static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n,
+                                kSpinClocks);
+}
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+}  // namespace
+
+TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  std::printf("  dependent launch %s on this GPU\n",
+              kernels::dependent_launch_enabled() ? "enabled" : "not available (ordinary order)");
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  struct Case {
+    int64_t rows, cols;
+    double sparsity;
+    const char* pattern;
+  };
+  // A warp per row (50 %), half warps (95 %), uneven rows, and few long rows (row pieces).
+  const Case cases[] = {{3001, 4099, 0.5, "random"},
+                        {3001, 4099, 0.95, "random"},
+                        {2005, 3003, 0.7, "magnitude"},
+                        {300, 20011, 0.5, "random"}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    for (DType t : {DType::fp16, DType::bf16}) {
+      const std::string what = std::string(dtype_name(t)) + " " + std::to_string(c.rows) + "x" +
+                               std::to_string(c.cols) + " " + c.pattern + " " +
+                               std::to_string(c.sparsity);
+      const HostMatrix hw = make_weight(t, c.pattern, c.rows, c.cols, c.sparsity, seed);
+      auto hostw = encode(Format::macko, hw.view());
+      ASSERT_TRUE(hostw.ok()) << hostw.status().to_string();
+      auto dw = to_device(hostw.value());
+      ASSERT_TRUE(dw.ok()) << dw.status().to_string();
+      const HostMatrix x = patterns::dense_random(t, 1, c.cols, seed + 1);
+      const DeviceMatrix src = DeviceMatrix::upload(x);
+      DeviceMatrix dx = DeviceMatrix::alloc(t, 1, c.cols), dy = DeviceMatrix::alloc(t, 1, c.rows);
+      dx.poison();
+      dy.poison();
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(produce_late(dx.view.data, src.view.data, c.cols, s));
+      MatmulOptions opt;
+      opt.dependent_launch = true;
+      const Status st = matmul(dy.view, dw.value(), dx.view, s, opt);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+      CUDA_OK(cudaStreamSynchronize(s));
+      auto ref = reference::matmul_f64(hostw.value(), x.view());
+      ASSERT_TRUE(ref.ok());
+      const HostMatrix y = dy.download();
+      EXPECT_LE(reference::normalized_error(y.view(), ref.value()), tolerance(t)) << what;
+      seed += 10;
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
+// The engine's element-wise kernels start with begin_dependent(): rms_norm right after a late
+// producer of its input.
+TEST(DependentLaunch, RmsNormWaitsForTheKernelThatWritesItsInput) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int64_t hidden = 4099;
+  for (DType t : {DType::fp16, DType::bf16}) {
+    const HostMatrix x = patterns::dense_random(t, 1, hidden, 31);
+    const HostMatrix wh = patterns::dense_random(DType::fp32, 1, hidden, 32);
+    const DeviceMatrix src = DeviceMatrix::upload(x), w = DeviceMatrix::upload(wh);
+    DeviceMatrix dx = DeviceMatrix::alloc(t, 1, hidden), out = DeviceMatrix::alloc(t, 1, hidden);
+    dx.poison();
+    out.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(produce_late(dx.view.data, src.view.data, hidden, s));
+    const Status st = engine::gpu::rms_norm(dx.view.data, static_cast<const float*>(w.view.data),
+                                            1e-5f, out.view.data, 1, hidden, t, s);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    CUDA_OK(cudaStreamSynchronize(s));
+    // Reference in double, rounded as the kernel rounds (normalise, round, scale).
+    double ss = 0;
+    for (int64_t i = 0; i < hidden; ++i) ss += double(x.at(0, i)) * x.at(0, i);
+    const double inv = 1.0 / std::sqrt(ss / double(hidden) + 1e-5);
+    std::vector<double> ref(static_cast<size_t>(hidden), 0.0);
+    for (int64_t i = 0; i < hidden; ++i) ref[size_t(i)] = double(wh.at(0, i)) * x.at(0, i) * inv;
+    const HostMatrix y = out.download();
+    EXPECT_LE(reference::normalized_error(y.view(), ref), 2 * tolerance(t)) << dtype_name(t);
+  }
+  cudaStreamDestroy(s);
+}
