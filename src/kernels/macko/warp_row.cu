@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
                            const T* __restrict__ x, T* __restrict__ y,
-                           const T* __restrict__ bias, bool accumulate) {
+                           const T* __restrict__ bias, bool accumulate, bool prefetch) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   let_next_launch();
   constexpr int kWarps = OneTokenConfig::kThreads / 32;
@@ -337,6 +337,13 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   uint4 v;
   uint32_t d;
   load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
+  if (prefetch) {
+    // Launched dependent, the previous kernel may run a few µs more: stream the rest of this
+    // warp's entries into L2 meanwhile (a 128-byte line holds 64 values or 256 deltas).
+    const uint32_t from = wb0 + (st_begin + 1) * kStep, to = min(e, wb0 + st_end * kStep);
+    for (uint32_t i = from + sl * 64u; i < to; i += LANES * 64u) prefetch_l2(vals + i);
+    for (uint32_t i = from + sl * 256u; i < to; i += LANES * 256u) prefetch_l2(deltas + i / 2);
+  }
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
   wait_for_previous();
@@ -422,16 +429,27 @@ int pieces_override() {
   return v;
 }
 
+// SPARROW_MACKO_PREFETCH=0 turns off the L2 prefetch of dependent launches (experiments; read
+// once).
+bool prefetch_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_PREFETCH");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
 template <class T, int LANES, int PIECES>
 cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
                                       bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
+  const bool prefetch = dependent && dependent_launch_enabled() && prefetch_enabled();
   return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
                        dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
                        mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
-                       accumulate);
+                       accumulate, prefetch);
 }
 
 // The one runtime -> template choice of the one-token kernels.
