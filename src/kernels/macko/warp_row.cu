@@ -9,6 +9,8 @@
 // 2/8/16/32-byte shared load; the token count per launch is what fits (token_passes).
 #include "kernels/macko/warp_row.hpp"
 
+#include "kernels/macko/balanced.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -415,6 +417,7 @@ OneTokenKernel one_token_override() {
     return s == "persistent" ? OneTokenKernel::persistent
            : s == "warp"     ? OneTokenKernel::warp
            : s == "half_warp" ? OneTokenKernel::half_warp
+           : s == "balanced"  ? OneTokenKernel::balanced
                               : OneTokenKernel::automatic;
   }();
   return v;
@@ -521,8 +524,10 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
+    const bool indexed = macko_balanced::supported(p.w);
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
-                                                  dev.sm_count, one_token_override());
+                                                  dev.sm_count, one_token_override(), indexed);
+    if (which == OneTokenKernel::balanced && indexed) return macko_balanced::run(p, stream);
     if (which != OneTokenKernel::persistent) {
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
@@ -543,9 +548,16 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
+bool rows_uneven(int64_t rows, int64_t entries, int64_t max_row_entries) {
+  return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
+}
+
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
-                                int sm_count, OneTokenKernel requested) {
+                                int sm_count, OneTokenKernel requested, bool has_step_index) {
   if (requested != OneTokenKernel::automatic) return requested;
+  if (has_step_index && rows_uneven(rows, entries, max_row_entries)) {
+    return OneTokenKernel::balanced;
+  }
   // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
   if (entries < rows * kHalfWarpBelowEntriesPerRow) return OneTokenKernel::half_warp;
   // Longer rows: half warps only when the rows are even and plentiful. A warp runs its longer
@@ -554,7 +566,7 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
   // slots they were 19-36 % faster on 11008x4096 at 80-95 % (half the warps: one wave instead of
   // 1.3) and 0-20 % on 28672x8192, but 18 % slower on 4096x11008 at 80 % (4096 rows: too few warps).
   const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
-  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
+  const bool even = !rows_uneven(rows, entries, max_row_entries);
   return even && rows >= slots && entries < rows * kHalfWarpEvenBelowEntriesPerRow
              ? OneTokenKernel::half_warp
              : OneTokenKernel::warp;
