@@ -33,8 +33,7 @@ template <class F>
 Status for_each_buffer(macko::Matrix& m, F&& f) {
   SPARROW_RETURN_IF_ERROR(f(m.row_ptr));
   SPARROW_RETURN_IF_ERROR(f(m.values));
-  SPARROW_RETURN_IF_ERROR(f(m.deltas));
-  return f(m.step_index);
+  return f(m.deltas);
 }
 template <class F>
 Status for_each_buffer(tca_bme::Matrix& m, F&& f) {
@@ -122,11 +121,6 @@ const Shape& shape_of(const Weight& w) {
 
 size_t storage_bytes(const Weight& w) {
   return std::visit([](const auto& m) { return m.storage_bytes(); }, w);
-}
-
-size_t derived_bytes(const Weight& w) {
-  const auto* m = std::get_if<macko::Matrix>(&w);
-  return m ? m->index_bytes() : 0;
 }
 
 double d_eff(const Weight& w) { return effective_density(storage_bytes(w), shape_of(w)); }

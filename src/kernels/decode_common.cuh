@@ -56,10 +56,6 @@ __device__ __forceinline__ uint32_t load_stream4(const void* p) {
   asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
   return r;
 }
-// Starts bringing the 128-byte line holding p into L2; nothing waits for it.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
 
 // ---- tensor cores ------------------------------------------------------------------------------
 // D = A (16x16, row) * B (16x8, col) + D, fp32 accumulators. Fragment layout (g = lane/4,

@@ -4,7 +4,6 @@
 
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
-#include "kernels/macko/balanced.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
 #include "kernels/tca_bme/one_token.hpp"
@@ -156,32 +155,23 @@ TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
   const auto automatic = OneTokenKernel::automatic;
   const int64_t cut = macko_warp_row::kHalfWarpBelowEntriesPerRow;
   // Rows of >= `cut` entries on average: a warp each; shorter: half a warp (even or not).
-  EXPECT_EQ(choose_one_token(100, 100 * cut, 4 * cut, 132, automatic, false), OneTokenKernel::warp);
-  EXPECT_EQ(choose_one_token(100, 100 * cut - 1, 4 * cut, 132, automatic, false), OneTokenKernel::half_warp);
-  EXPECT_EQ(choose_one_token(7, 0, 0, 132, automatic, false), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(100, 100 * cut, 4 * cut, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(100, 100 * cut - 1, 4 * cut, 132, automatic), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(7, 0, 0, 132, automatic), OneTokenKernel::half_warp);
   // Up to kHalfWarpEvenBelowEntriesPerRow: half a warp for even rows that fill the warp slots
   // (132 SMs: 8448). 11008 rows of ~500 entries, longest 600: half; longest 700: a warp.
-  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 600, 132, automatic, false), OneTokenKernel::half_warp);
-  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 700, 132, automatic, false), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 600, 132, automatic), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 700, 132, automatic), OneTokenKernel::warp);
   // Too few rows for the slots (4096 on an H100), or rows too long: a warp.
-  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 132, automatic, false), OneTokenKernel::warp);
-  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 64, automatic, false), OneTokenKernel::half_warp);
+  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(4096, 4096 * 500, 550, 64, automatic), OneTokenKernel::half_warp);
   const int64_t even_cut = macko_warp_row::kHalfWarpEvenBelowEntriesPerRow;
-  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut, even_cut, 132, automatic, false), OneTokenKernel::warp);
-  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut - 1, even_cut, 132, automatic, false),
+  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut, even_cut, 132, automatic), OneTokenKernel::warp);
+  EXPECT_EQ(choose_one_token(11008, 11008 * even_cut - 1, even_cut, 132, automatic),
             OneTokenKernel::half_warp);
-  // With a step index, uneven rows (longest > 1.3x average) take the balanced kernel; even ones
-  // keep the rules above.
-  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 700, 132, automatic, true),
-            OneTokenKernel::balanced);
-  EXPECT_EQ(choose_one_token(11008, 11008 * 500, 600, 132, automatic, true),
-            OneTokenKernel::half_warp);
-  EXPECT_EQ(choose_one_token(4096, 4096 * 2000, 2600, 132, automatic, true), OneTokenKernel::warp);
-  EXPECT_EQ(choose_one_token(4096, 4096 * 2000, 2700, 132, automatic, true),
-            OneTokenKernel::balanced);
   // An explicit request (the experiment knob) wins.
-  EXPECT_EQ(choose_one_token(100, 1, 1, 132, OneTokenKernel::persistent, false), OneTokenKernel::persistent);
-  EXPECT_EQ(choose_one_token(100, 1000000, 20000, 132, OneTokenKernel::half_warp, false),
+  EXPECT_EQ(choose_one_token(100, 1, 1, 132, OneTokenKernel::persistent), OneTokenKernel::persistent);
+  EXPECT_EQ(choose_one_token(100, 1000000, 20000, 132, OneTokenKernel::half_warp),
             OneTokenKernel::half_warp);
 }
 
@@ -240,16 +230,4 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
   for (const char* name : {"dense.gemv", "csr.vector", "macko.warp_row", "tca_bme.decode"}) {
     EXPECT_NE(find_kernel(name), nullptr) << name;
   }
-}
-
-// The balanced kernel's grid: one wave (SMs x 6 blocks) once every warp of it gets >= 2 steps of
-// 256 entries; fewer blocks for smaller weights, never none.
-TEST(DecodeLaunch, MackoBalancedGrid) {
-  using macko_balanced::grid_blocks;
-  EXPECT_EQ(grid_blocks(0, 132), 1);
-  EXPECT_EQ(grid_blocks(1, 132), 1);
-  EXPECT_EQ(grid_blocks(256 * 16 * 10, 132), 10);      // 16 steps per block of 8 warps
-  EXPECT_EQ(grid_blocks(256 * 16 * 10 + 255, 132), 10);
-  EXPECT_EQ(grid_blocks(int64_t(22'544'384), 132), 132 * 6);  // 11008x4096 at 50 %: a wave
-  EXPECT_EQ(grid_blocks(int64_t(22'544'384), 1), 6);
 }

@@ -155,9 +155,6 @@ TEST(IoSparseCheckpoint, WeightWriteReadIsByteExact) {
       EXPECT_GT(std::get<macko::Matrix>(r).max_row_entries, 0);
       EXPECT_EQ(std::get<macko::Matrix>(r).max_row_entries,
                 std::get<macko::Matrix>(w).max_row_entries);
-      EXPECT_FALSE(std::get<macko::Matrix>(r).step_index.empty());
-      EXPECT_EQ(std::get<macko::Matrix>(r).step_index.host(),
-                std::get<macko::Matrix>(w).step_index.host());
     }
     EXPECT_EQ(mw->sparse_info(name)->method, name == "layer.csr32.weight" ? "" : "magnitude");
   }

@@ -2,7 +2,6 @@
 // example, byte accounting, the reference walk, and rejection of corrupted buffers.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
@@ -11,8 +10,6 @@
 #include "cpu/format_cases.hpp"
 #include "cpu/test_util.hpp"
 #include "sparrow/formats/macko.hpp"
-#include "sparrow/patterns.hpp"
-#include "sparrow/weight.hpp"
 
 using namespace sparrow;
 
@@ -267,54 +264,6 @@ TEST(Macko, ValidateRejectsBadRowPointers) {
     auto m = sample();
     m.max_row_entries += 1;  // the launch rules would read a wrong longest row
     expect_corrupt(m, "max_row_entries");
-  }
-  {
-    auto m = sample();
-    ASSERT_GE(m.step_index.size(), 4u);
-    m.step_index.host()[1] += 1;  // a warp starting there would gather the wrong columns
-    expect_corrupt(m, "step_index");
-  }
-}
-
-// The step index against a brute-force reading of its definition (macko.hpp): for every step j at
-// entry p = min(256 j, used), the first row starting at or after p, and the column carry of the
-// row holding entry p.
-TEST(Macko, StepIndexMatchesItsDefinition) {
-  std::vector<HostMatrix> cases;
-  cases.push_back(patterns::random(DType::fp16, 300, 1000, 0.5, 1));
-  cases.push_back(patterns::magnitude(DType::bf16, 200, 3001, 0.9, 2));
-  cases.push_back(patterns::random(DType::fp16, 7, 20000, 0.3, 3));  // rows of many steps
-  HostMatrix gaps = patterns::random(DType::fp16, 90, 700, 0.6, 4);
-  for (int64_t r : {0, 1, 2, 40, 41, 87, 88, 89})  // empty rows, leading and trailing
-    for (int64_t c = 0; c < gaps.cols(); ++c) gaps.set(r, c, 0.f);
-  cases.push_back(gaps);
-  cases.push_back(HostMatrix(DType::fp16, 5, 9));  // all zeros: no entries at all
-  for (size_t i = 0; i < cases.size(); ++i) {
-    auto enc = macko::encode(cases[i].view());
-    ASSERT_TRUE(enc.ok()) << enc.status().to_string();
-    const macko::Matrix& m = enc.value();
-    const auto& rp = m.row_ptr.host();
-    const uint64_t used = rp.back();
-    const uint64_t steps = (used + macko::kIndexStep - 1) / macko::kIndexStep;
-    ASSERT_EQ(m.step_index.size(), 2 * (steps + 1)) << i;
-    EXPECT_EQ(m.index_bytes(), m.step_index.size() * 4);
-    EXPECT_EQ(derived_bytes(Weight(m)), m.index_bytes());
-    for (uint64_t j = 0; j <= steps; ++j) {
-      const uint64_t p = std::min<uint64_t>(j * macko::kIndexStep, used);
-      size_t first = 0;
-      while (first + 1 < rp.size() && rp[first] < p) ++first;
-      uint32_t carry = 0;
-      for (size_t r = 0; r + 1 < rp.size(); ++r) {
-        if (rp[r] < p && p < rp[r + 1]) {  // p inside row r: columns walked up to entry p - 1
-          int64_t col = -1;
-          for (uint64_t e = rp[r]; e < p; ++e)
-            col += ((m.deltas.host()[e / 2] >> ((e % 2) * 4)) & 0xF) + 1;
-          carry = uint32_t(col + 1);
-        }
-      }
-      EXPECT_EQ(m.step_index.host()[2 * j], first) << "case " << i << " step " << j;
-      EXPECT_EQ(m.step_index.host()[2 * j + 1], carry) << "case " << i << " step " << j;
-    }
   }
 }
 

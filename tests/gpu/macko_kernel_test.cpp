@@ -3,7 +3,6 @@
 // large that not even one token of X fits in shared memory (the L1 gather path).
 #include "gpu/decode_kernel_checks.hpp"
 #include "kernels/device_info.hpp"
-#include "kernels/macko/balanced.hpp"
 #include "kernels/macko/warp_row.hpp"
 
 using namespace sparrow;
@@ -59,43 +58,4 @@ TEST(MackoWarpRow, RowPieces) {
   const Weight wb = test::encode_or_fail(
       Format::macko, patterns::random(DType::bf16, slots / 4 - 5, 7001, 0.5, 790));
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
-}
-
-// The entry-balanced one-token kernel (macko_balanced), called directly so every shape runs it:
-// rows cut across warps and blocks (long rows, magnitude rows), runs that start mid-row, empty
-// rows at the start, the middle and the end, all-empty weights, and bias / accumulate.
-TEST(MackoBalanced, MatchesReference) {
-  if (!test::kernel_named("macko.warp_row").run) return;
-  const kernels::KernelInfo balanced{"macko.balanced", Format::macko, 1, 1,
-                                     &kernels::macko_balanced::run};
-  struct Case {
-    int64_t rows, cols;
-    double sparsity;
-    const char* pattern;
-  };
-  const Case cases[] = {{1, 1, 0.0, "random"},        {7, 13, 0.5, "random"},
-                        {130, 70, 0.9, "magnitude"},  {4097, 4095, 0.5, "magnitude"},
-                        {4097, 4095, 0.999, "random"}, {300, 20011, 0.5, "random"},
-                        {11008, 4096, 0.9, "magnitude"}, {4096, 11008, 0.7, "magnitude"},
-                        {3, 70000, 0.2, "random"},     {2000, 33, 0.0, "random"}};
-  uint64_t seed = 1200;
-  for (const Case& c : cases) {
-    for (DType t : {DType::fp16, DType::bf16}) {
-      HostMatrix h = test::make_weight(t, c.pattern, c.rows, c.cols, c.sparsity, seed);
-      if (c.rows > 8) {  // empty rows: leading, middle, trailing
-        for (int64_t r : {int64_t(0), c.rows / 2, c.rows / 2 + 1, c.rows - 2, c.rows - 1})
-          for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
-      }
-      const Weight w = test::encode_or_fail(Format::macko, h);
-      test::expect_all_n(balanced, w, {1},
-                         std::string("macko balanced ") + dtype_name(t) + " " +
-                             std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
-                             c.pattern + " " + std::to_string(c.sparsity),
-                         seed);
-      seed += 10;
-    }
-  }
-  // A weight with no entries at all: every row is a trailing empty row.
-  const Weight zero = test::encode_or_fail(Format::macko, HostMatrix(DType::fp16, 37, 50));
-  test::expect_all_n(balanced, zero, {1}, "macko balanced all zero", 1300);
 }

@@ -29,35 +29,19 @@ struct Matrix {
   Buffer<uint32_t> row_ptr;  // (rows + 1)
   Buffer<uint16_t> values;   // (n_entries)
   Buffer<uint8_t> deltas;    // (n_entries / 2)
-  // Derived when the matrix is built (encode, checkpoint load, concat_rows) by derive(), not
-  // stored in files:
-  //   max_row_entries  the longest row's entries, which the host-side launch rules read (row_ptr
-  //                    may be on the GPU);
-  //   step_index       (2 * (ceil(row_ptr[rows] / kIndexStep) + 1)) for every step j, at entry
-  //                    p = min(j * kIndexStep, row_ptr[rows]): the first row r with
-  //                    row_ptr[r] >= p, and the column carry of the row holding entry p, i.e. the
-  //                    sum of (delta + 1) over that row's entries before p (0 when p starts a row
-  //                    or is past the last one). A kernel can then start a warp at any step,
-  //                    mid-row, with one 8-byte load (macko.warp_row's balanced kernel). It
-  //                    travels with the matrix to the GPU: 8 bytes per 256 entries (~1.3 % of
-  //                    the entry bytes), counted in index_bytes(), not storage_bytes().
+  // Derived from row_ptr when the matrix is built (encode, load), not stored in files: the
+  // longest row's entries, which the host-side launch rules read (row_ptr may be on the GPU).
   int64_t max_row_entries = 0;
-  Buffer<uint32_t> step_index;
 
   int64_t entries() const { return int64_t(values.size()); }
   size_t storage_bytes() const { return row_ptr.bytes() + values.bytes() + deltas.bytes(); }
-  size_t index_bytes() const { return step_index.bytes(); }
 };
-
-// Entries per step of the step index: one warp step of 32 lanes x 8 entries.
-constexpr int64_t kIndexStep = 256;
 
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Fills max_row_entries and step_index from the host row_ptr and deltas. Safe on malformed input
-// (row_ptr not ascending or past the entries): it then leaves step_index empty, and validate
-// reports the real problem.
-void derive(Matrix& m);
+// The longest row's entries (padding included): the largest step of a host row_ptr (0 when it
+// has fewer than two values; validate checks its length and order).
+int64_t longest_row(const std::vector<uint32_t>& row_ptr);
 
 }  // namespace sparrow::macko

@@ -25,56 +25,6 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
-int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
-  int64_t longest = 0;
-  for (size_t r = 1; r < row_ptr.size(); ++r) {
-    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
-  }
-  return longest;
-}
-
-// The step index of include/sparrow/formats/macko.hpp, or empty when row_ptr is not ascending
-// from 0 or points past the deltas. One pass over the entries: a row's carry is summed as it goes
-// and recorded at every step boundary inside the row.
-std::vector<uint32_t> build_step_index(const std::vector<uint32_t>& rp,
-                                       const std::vector<uint8_t>& deltas) {
-  if (rp.empty() || rp[0] != 0) return {};
-  for (size_t r = 1; r < rp.size(); ++r)
-    if (rp[r] < rp[r - 1]) return {};
-  const uint64_t used = rp.back();
-  if (used > 2 * uint64_t(deltas.size())) return {};
-  const uint64_t steps = (used + kIndexStep - 1) / kIndexStep;
-  std::vector<uint32_t> index(2 * (steps + 1), 0);
-  const size_t rows = rp.size() - 1;
-  size_t r = 0;
-  for (uint64_t j = 0; j <= steps; ++j) {  // first rows (carries stay 0 but inside rows)
-    const uint64_t p = std::min<uint64_t>(j * kIndexStep, used);
-    while (r < rows && rp[r] < p) ++r;
-    index[2 * j] = uint32_t(r);
-  }
-  const uint8_t* dl = deltas.data();
-  // Sum of the deltas of entries [a, b): whole bytes two nibbles at a time (a 7B model at 50 %
-  // has ~3e9 entries; this runs at load).
-  auto delta_sum = [dl](uint64_t a, uint64_t b) {
-    uint64_t sum = 0;
-    if (a < b && (a & 1)) sum += uint64_t(delta_at(dl, a++));
-    if (a < b && (b & 1)) sum += uint64_t(delta_at(dl, --b));
-    for (uint64_t i = a / 2; i < b / 2; ++i) sum += uint64_t((dl[i] & 0xF) + (dl[i] >> 4));
-    return sum;
-  };
-  for (size_t row = 0; row < rows; ++row) {
-    uint64_t carry = 0;
-    for (uint64_t e = rp[row]; e < rp[row + 1];) {
-      const uint64_t next = std::min<uint64_t>((e / kIndexStep + 1) * kIndexStep, rp[row + 1]);
-      carry += (next - e) + delta_sum(e, next);
-      e = next;
-      if (e < rp[row + 1]) index[2 * (e / kIndexStep) + 1] = uint32_t(carry);  // a step inside
-    }
-  }
-  return index;
-}
-
-
 // Entries needed for one row: every non-zero, plus one padding entry per 16 columns of a gap
 // that a 4-bit delta cannot span. With prev = -1 before the first entry, a non-zero at column c
 // needs delta = c - prev - 1; each padding entry (delta 15) advances prev by 16.
@@ -147,17 +97,16 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   Matrix m;
   m.shape = {M, K, w.dtype};
   m.nnz = nnz;
+  m.max_row_entries = longest_row(row_ptr);
   m.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
   m.values = Buffer<uint16_t>(std::move(values));
   m.deltas = Buffer<uint8_t>(std::move(deltas));
-  derive(m);
   return m;
 }
 
 Status validate(const Matrix& m) {
   const Shape& s = m.shape;
-  if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device() ||
-      m.step_index.on_device()) {
+  if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device()) {
     return invalid_argument("macko: validate needs host buffers; call to_host() first");
   }
   if (s.rows <= 0 || s.cols <= 0) {
@@ -241,17 +190,15 @@ Status validate(const Matrix& m) {
     return corrupt_data("macko: max_row_entries is " + std::to_string(m.max_row_entries) +
                         " but the longest row has " + std::to_string(longest) + " entries");
   }
-  if (m.step_index.on_device() ||
-      m.step_index.host() != build_step_index(m.row_ptr.host(), m.deltas.host())) {
-    return corrupt_data("macko: step_index does not match row_ptr and deltas (call derive())");
-  }
   return Status::success();
 }
 
-void derive(Matrix& m) {
-  if (m.row_ptr.on_device() || m.deltas.on_device()) return;
-  m.max_row_entries = longest_row(m.row_ptr.host());
-  m.step_index = Buffer<uint32_t>(build_step_index(m.row_ptr.host(), m.deltas.host()));
+int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
+  int64_t longest = 0;
+  for (size_t r = 1; r < row_ptr.size(); ++r) {
+    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
+  }
+  return longest;
 }
 
 Result<HostMatrix> decode(const Matrix& m) {

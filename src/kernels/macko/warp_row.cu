@@ -9,8 +9,6 @@
 // 2/8/16/32-byte shared load; the token count per launch is what fits (token_passes).
 #include "kernels/macko/warp_row.hpp"
 
-#include "kernels/macko/balanced.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -289,7 +287,7 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
                            const T* __restrict__ x, T* __restrict__ y,
-                           const T* __restrict__ bias, bool accumulate, bool prefetch) {
+                           const T* __restrict__ bias, bool accumulate) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   let_next_launch();
   constexpr int kWarps = OneTokenConfig::kThreads / 32;
@@ -339,13 +337,6 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   uint4 v;
   uint32_t d;
   load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
-  if (prefetch) {
-    // Launched dependent, the previous kernel may run a few µs more: stream the rest of this
-    // warp's entries into L2 meanwhile (a 128-byte line holds 64 values or 256 deltas).
-    const uint32_t from = wb0 + (st_begin + 1) * kStep, to = min(e, wb0 + st_end * kStep);
-    for (uint32_t i = from + sl * 64u; i < to; i += LANES * 64u) prefetch_l2(vals + i);
-    for (uint32_t i = from + sl * 256u; i < to; i += LANES * 256u) prefetch_l2(deltas + i / 2);
-  }
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
   wait_for_previous();
@@ -417,7 +408,6 @@ OneTokenKernel one_token_override() {
     return s == "persistent" ? OneTokenKernel::persistent
            : s == "warp"     ? OneTokenKernel::warp
            : s == "half_warp" ? OneTokenKernel::half_warp
-           : s == "balanced"  ? OneTokenKernel::balanced
                               : OneTokenKernel::automatic;
   }();
   return v;
@@ -432,27 +422,16 @@ int pieces_override() {
   return v;
 }
 
-// SPARROW_MACKO_PREFETCH=0 turns off the L2 prefetch of dependent launches (experiments; read
-// once).
-bool prefetch_enabled() {
-  static const bool v = [] {
-    const char* e = std::getenv("SPARROW_MACKO_PREFETCH");
-    return !(e && std::string(e) == "0");
-  }();
-  return v;
-}
-
 template <class T, int LANES, int PIECES>
 cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
                                       bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  const bool prefetch = dependent && dependent_launch_enabled() && prefetch_enabled();
   return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
                        dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
                        mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
-                       accumulate, prefetch);
+                       accumulate);
 }
 
 // The one runtime -> template choice of the one-token kernels.
@@ -524,10 +503,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
-    const bool indexed = macko_balanced::supported(p.w);
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
-                                                  dev.sm_count, one_token_override(), indexed);
-    if (which == OneTokenKernel::balanced && indexed) return macko_balanced::run(p, stream);
+                                                  dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
@@ -548,16 +525,9 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
-bool rows_uneven(int64_t rows, int64_t entries, int64_t max_row_entries) {
-  return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
-}
-
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
-                                int sm_count, OneTokenKernel requested, bool has_step_index) {
+                                int sm_count, OneTokenKernel requested) {
   if (requested != OneTokenKernel::automatic) return requested;
-  if (has_step_index && rows_uneven(rows, entries, max_row_entries)) {
-    return OneTokenKernel::balanced;
-  }
   // Half-warp rows when a warp step (256 entries) would be mostly one row's whole length.
   if (entries < rows * kHalfWarpBelowEntriesPerRow) return OneTokenKernel::half_warp;
   // Longer rows: half warps only when the rows are even and plentiful. A warp runs its longer
@@ -566,7 +536,7 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
   // slots they were 19-36 % faster on 11008x4096 at 80-95 % (half the warps: one wave instead of
   // 1.3) and 0-20 % on 28672x8192, but 18 % slower on 4096x11008 at 80 % (4096 rows: too few warps).
   const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
-  const bool even = !rows_uneven(rows, entries, max_row_entries);
+  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
   return even && rows >= slots && entries < rows * kHalfWarpEvenBelowEntriesPerRow
              ? OneTokenKernel::half_warp
              : OneTokenKernel::warp;

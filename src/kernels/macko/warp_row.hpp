@@ -36,8 +36,7 @@ struct OneTokenConfig {
 // Warp slots per SM of the half-warp and row-piece instances (what the launch rules count).
 constexpr int64_t kOneTokenWarpsPerSm =
     OneTokenConfig::min_blocks_per_sm(16, 1) * OneTokenConfig::kThreads / 32;
-// balanced: the entry-balanced kernel of balanced.hpp (needs the weight's step index).
-enum class OneTokenKernel { automatic, persistent, warp, half_warp, balanced };
+enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
 constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
 // Rows of up to this many entries on average also get half a warp when they are even (the
@@ -47,11 +46,8 @@ constexpr int64_t kHalfWarpEvenBelowEntriesPerRow = 1200;
 constexpr double kEvenRowsRatio = 1.3;
 // Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
-// Uneven rows (the longest above kEvenRowsRatio x the average) run the balanced kernel when the
-// weight has its step index; even rows a warp or half a warp per row (the rules below).
-bool rows_uneven(int64_t rows, int64_t entries, int64_t max_row_entries);
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
-                                int sm_count, OneTokenKernel requested, bool has_step_index);
+                                int sm_count, OneTokenKernel requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
 // overrides the rule (0: the rule).
