@@ -145,7 +145,6 @@ class GpuBackend final : public Backend {
     const size_t partial_floats =
         std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
                  gpu::attention_partials_floats(rows_, shape_, splits_prefill_));
-    const size_t counters = gpu::attention_counters(std::max<int64_t>(rows_, max_batch_), shape_);
     // Activation columns: x, h, last, attn, gate, logits, plus q, k, v, up (separate projections)
     // or the fused [q | k | v] and [gate | up] outputs.
     const int64_t projection_cols =
@@ -153,8 +152,7 @@ class GpuBackend final : public Backend {
     mem_.workspace_bytes =
         size_t(rows_) *
             size_t(3 * c.hidden + c.q_dim() + c.intermediate + c.vocab + projection_cols) * es +
-        partial_floats * sizeof(float) + counters * sizeof(unsigned) + size_t(rows_) * 16 +
-        size_t(widest);
+        partial_floats * sizeof(float) + size_t(rows_) * 16 + size_t(widest);
     // Prefill passes may expand a compressed layer to dense and run cuBLAS on it (the
     // <format>.expand_cublas kernels): one scratch the size of the largest such layer, shared by
     // all. Decode-only runs (a handful of rows per pass) never pick those kernels.
@@ -259,10 +257,6 @@ class GpuBackend final : public Backend {
       SPARROW_RETURN_IF_ERROR(act(up_, c.intermediate));
     }
     SPARROW_ASSIGN_OR_RETURN(partials_, DeviceArray::alloc(partial_floats * sizeof(float)));
-    // Attention's split counters start at zero; every call leaves them so.
-    SPARROW_ASSIGN_OR_RETURN(counters_, DeviceArray::alloc(counters * sizeof(unsigned)));
-    SPARROW_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(counters_.get(), 0, counters * sizeof(unsigned), stream_));
     SPARROW_ASSIGN_OR_RETURN(expand_, DeviceArray::alloc(expand_bytes_));
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
@@ -401,8 +395,7 @@ class GpuBackend final : public Backend {
                                                   inv_freq_.get<float>(), qkv_rows, shape_, dt_,
                                                   stream_));
       SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
-                                             attn_.get(), partials_.get<float>(),
-                                             counters_.get<unsigned>(), qkv_rows, shape_,
+                                             attn_.get(), partials_.get<float>(), qkv_rows, shape_,
                                              split_len, n_splits, dt_, stream_));
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
@@ -496,8 +489,7 @@ class GpuBackend final : public Backend {
   Weight lm_head_;
   DeviceArray embed_, final_norm_, inv_freq_;
   std::vector<DeviceArray> k_cache_, v_cache_;
-  DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, counters_, tokens_,
-      next_,
+  DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
       pos_;
   // Fused projections (every layer or none): outputs (rows, q_dim + 2 kv_dim) and (rows, 2 I).
   bool fused_ = false;

@@ -226,14 +226,11 @@ constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
 
 // Block (row, head, split): 4 warps take the split's keys in turn, each keeping an online
 // softmax (running max m, sum l, output acc) for its keys; lane L holds elements L, L+32, ... of
-// q and acc. The warps merge in shared memory and the block writes its partial (m, l,
-// acc[head_dim]). The last of a (row, head)'s blocks to finish (a counter per (row, head), reset
-// by that block) combines the partials in split order and writes the output: one launch instead of
-// a split and a combine kernel (a decode step has one per layer), still deterministic.
+// q and acc. The warps merge in shared memory and the block writes (m, l, acc[head_dim]).
 template <class T>
-__global__ void attention_kernel(const T* q, const T* k_cache, const T* v_cache, float* partials,
-                                 unsigned* counters, T* out, RowLayout rows, AttentionShape s,
-                                 int64_t split_len, int64_t n_splits) {
+__global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_cache,
+                                       float* partials, RowLayout rows, AttentionShape s,
+                                       int64_t split_len, int64_t n_splits) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
   const int64_t b = r / rows.count, i = r % rows.count;
@@ -248,105 +245,99 @@ __global__ void attention_kernel(const T* q, const T* k_cache, const T* v_cache,
   const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
   const int64_t begin = split * per;
   const int64_t end = min(begin + per, pos + 1);
-  float* const row_parts = partials + (r * s.heads + head) * n_splits * (hd + 2);
-  float* part = row_parts + split * (hd + 2);
+  float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
   if (begin >= end) {  // past this row's position: an empty split
     if (threadIdx.x == 0) {
       part[0] = -INFINITY;
       part[1] = 0.0f;
     }
-  } else {
-    const float scale = rsqrtf(float(hd));
-    float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
-    const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
+    return;
+  }
+
+  const float scale = rsqrtf(float(hd));
+  float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
+  const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
+#pragma unroll
+  for (int e = 0; e < kMaxDimPerLane; ++e) {
+    const int64_t d = lane + 32 * e;
+    qv[e] = d < hd ? to_f(qr[d]) * scale : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
+  const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
+  for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
+    const T* kj = kbase + j * kvd;
+    float dot = 0.0f;
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      qv[e] = d < hd ? to_f(qr[d]) * scale : 0.0f;
-      acc[e] = 0.0f;
+      if (d < hd) dot += qv[e] * to_f(kj[d]);
     }
-    float m = -INFINITY, l = 0.0f;
-    const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
-    const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
-    for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
-      const T* kj = kbase + j * kvd;
-      float dot = 0.0f;
+    dot = warp_sum(dot);
+    const float m_new = fmaxf(m, dot);
+    const float corr = __expf(m - m_new);
+    const float p = __expf(dot - m_new);
+    l = l * corr + p;
+    const T* vj = vbase + j * kvd;
 #pragma unroll
-      for (int e = 0; e < kMaxDimPerLane; ++e) {
-        const int64_t d = lane + 32 * e;
-        if (d < hd) dot += qv[e] * to_f(kj[d]);
-      }
-      dot = warp_sum(dot);
-      const float m_new = fmaxf(m, dot);
-      const float corr = __expf(m - m_new);
-      const float p = __expf(dot - m_new);
-      l = l * corr + p;
-      const T* vj = vbase + j * kvd;
-#pragma unroll
-      for (int e = 0; e < kMaxDimPerLane; ++e) {
-        const int64_t d = lane + 32 * e;
-        acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
-      }
-      m = m_new;
+    for (int e = 0; e < kMaxDimPerLane; ++e) {
+      const int64_t d = lane + 32 * e;
+      acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
     }
-
-    // Merge the warps: (m, l) first, then the rescaled accumulators.
-    __shared__ float sm[kAttnWarps], sl[kAttnWarps];
-    __shared__ float sacc[kAttnWarps][32 * kMaxDimPerLane];
-    if (lane == 0) {
-      sm[warp] = m;
-      sl[warp] = l;
-    }
-#pragma unroll
-    for (int e = 0; e < kMaxDimPerLane; ++e) sacc[warp][lane + 32 * e] = acc[e];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm[w]);
-    if (threadIdx.x == 0) {
-      float L = 0.0f;
-      for (int w = 0; w < kAttnWarps; ++w)
-        if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
-      part[0] = M;
-      part[1] = L;
-    }
-    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
-      float a = 0.0f;
-      for (int w = 0; w < kAttnWarps; ++w)
-        if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
-      part[2 + d] = a;
-    }
+    m = m_new;
   }
 
-  // Count this split in; the last one combines. The fence makes this block's partial visible to
-  // the block that combines before the counter says it is there.
-  __shared__ bool combine;
-  __threadfence();
+  // Merge the warps: (m, l) first, then the rescaled accumulators.
+  __shared__ float sm[kAttnWarps], sl[kAttnWarps];
+  __shared__ float sacc[kAttnWarps][32 * kMaxDimPerLane];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kMaxDimPerLane; ++e) sacc[warp][lane + 32 * e] = acc[e];
   __syncthreads();
-  unsigned* const counter = counters + r * s.heads + head;
-  if (threadIdx.x == 0) combine = atomicAdd(counter, 1u) == unsigned(n_splits - 1);
-  __syncthreads();
-  if (!combine) return;
-  __threadfence();
-  // Other blocks' partials: read through L2 (__ldcg), never a stale L1 line.
+  float M = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm[w]);
+  if (threadIdx.x == 0) {
+    float L = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+    part[0] = M;
+    part[1] = L;
+  }
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
+    part[2 + d] = a;
+  }
+}
+
+// Block (row, head): combines the splits' partials into the output row.
+template <class T>
+__global__ void attention_combine_kernel(const float* partials, T* out, AttentionShape s,
+                                         int64_t n_splits) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
+  const int64_t r = blockIdx.x, head = blockIdx.y, hd = s.head_dim;
+  const float* part = partials + (r * s.heads + head) * n_splits * (hd + 2);
   float M = -INFINITY;
   for (int64_t sp = 0; sp < n_splits; ++sp)
-    if (__ldcg(row_parts + sp * (hd + 2) + 1) > 0.0f)
-      M = fmaxf(M, __ldcg(row_parts + sp * (hd + 2)));
+    if (part[sp * (hd + 2) + 1] > 0.0f) M = fmaxf(M, part[sp * (hd + 2)]);
   float L = 0.0f;
   for (int64_t sp = 0; sp < n_splits; ++sp) {
-    const float l = __ldcg(row_parts + sp * (hd + 2) + 1);
-    if (l > 0.0f) L += l * __expf(__ldcg(row_parts + sp * (hd + 2)) - M);
+    const float l = part[sp * (hd + 2) + 1];
+    if (l > 0.0f) L += l * __expf(part[sp * (hd + 2)] - M);
   }
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.0f;
     for (int64_t sp = 0; sp < n_splits; ++sp) {
-      const float* p = row_parts + sp * (hd + 2);
-      const float lp = __ldcg(p + 1);
-      if (lp > 0.0f) a += __ldcg(p + 2 + d) * __expf(__ldcg(p) - M);
+      const float* p = part + sp * (hd + 2);
+      if (p[1] > 0.0f) a += p[2 + d] * __expf(p[0] - M);
     }
     out[r * (s.heads * hd) + head * hd + d] = from_f<T>(a / L);
   }
-  if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
 }  // namespace
@@ -393,12 +384,9 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
   return size_t(rows * s.heads * n_splits * (s.head_dim + 2));
 }
 
-size_t attention_counters(int64_t rows, const AttentionShape& s) { return size_t(rows * s.heads); }
-
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
-                 float* partials, unsigned* counters, const RowLayout& rows,
-                 const AttentionShape& s, int64_t split_len, int64_t n_splits, DType t,
-                 Stream stream) {
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream) {
   if (s.head_dim > 32 * kMaxDimPerLane) {
     return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
                        ")");
@@ -406,16 +394,19 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   if (n_splits < 1 || split_len < 0 || (split_len > 0 && split_len * n_splits < s.context)) {
     return invalid_argument("attention splits must cover the context");
   }
-  const int64_t R = rows.batch * rows.count;
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const dim3 grid(unsigned(R), unsigned(s.heads), unsigned(n_splits));
-    return cuda_status(
-        launch_kernel(kDependent, attention_kernel<T>, grid, dim3(32 * kAttnWarps), 0, stream,
+    const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
+    SPARROW_RETURN_IF_ERROR(cuda_status(
+        launch_kernel(kDependent, attention_split_kernel<T>, grid, dim3(32 * kAttnWarps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
-                      static_cast<const T*>(v_cache), partials, counters, static_cast<T*>(out),
-                      rows, s, split_len, n_splits),
-        "attention launch");
+                      static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits),
+        "attention_split launch"));
+    const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
+    return cuda_status(
+        launch_kernel(kDependent, attention_combine_kernel<T>, grid2, dim3(128), 0, stream,
+                      static_cast<const float*>(partials), static_cast<T*>(out), s, n_splits),
+        "attention_combine launch");
   });
 }
 

@@ -39,18 +39,13 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
                       DType t, Stream stream);
 
 // Flash-decoding: each (row, head) attends over positions 0 .. its own, split into `n_splits`
-// ranges of `split_len` keys processed by separate blocks; the last block of a (row, head) to
-// finish combines the partials in split order (one kernel, deterministic). split_len 0: each
-// row's keys are shared evenly by the n_splits blocks (whatever its position).
-// out: (rows, heads * head_dim); head_dim <= 256. partials: attention_partials_floats(rows, s,
-// n_splits) floats. counters: attention_counters(rows, s) values, zero before the first call
-// (every call leaves them zero again); one call at a time per counters array.
+// ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
+// (head_dim + 2) floats), then combined. split_len 0: each row's keys are shared evenly by the
+// n_splits blocks (whatever its position). out: (rows, heads * head_dim). head_dim <= 256.
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
-                 float* partials, unsigned* counters, const RowLayout& rows,
-                 const AttentionShape& s, int64_t split_len, int64_t n_splits, DType t,
-                 Stream stream);
+                 float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
+                 int64_t n_splits, DType t, Stream stream);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
-size_t attention_counters(int64_t rows, const AttentionShape& s);
 
 // gate = silu(gate) * up, element-wise over n values.
 Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream);

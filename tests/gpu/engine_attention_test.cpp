@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -74,11 +73,6 @@ TEST(EngineAttention, MatchesReference) {
     const DeviceMatrix dk = DeviceMatrix::upload(kc), dv = DeviceMatrix::upload(vc);
     int32_t* pos = nullptr;
     CUDA_OK(cudaMalloc(&pos, 4));
-    // One counters array for every case: each call must leave it zero for the next.
-    const size_t n_counters = engine::gpu::attention_counters(batch * 17, s);
-    unsigned* counters = nullptr;
-    CUDA_OK(cudaMalloc(&counters, n_counters * sizeof(unsigned)));
-    CUDA_OK(cudaMemset(counters, 0, n_counters * sizeof(unsigned)));
     for (const Case& c : cases) {
       const std::string what = std::string(dtype_name(t)) + " count " + std::to_string(c.count) +
                                " pos0 " + std::to_string(c.pos0) + " split_len " +
@@ -98,15 +92,10 @@ TEST(EngineAttention, MatchesReference) {
       CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
       const engine::gpu::RowLayout layout{batch, c.count, pos};
       const Status st = engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data,
-                                               dout.view.data, partials, counters, layout, s,
-                                               c.split_len, c.n_splits, t, nullptr);
+                                               dout.view.data, partials, layout, s, c.split_len,
+                                               c.n_splits, t, nullptr);
       ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
       CUDA_OK(cudaDeviceSynchronize());
-      std::vector<unsigned> left(n_counters, 1);
-      CUDA_OK(cudaMemcpy(left.data(), counters, n_counters * sizeof(unsigned),
-                         cudaMemcpyDeviceToHost));
-      EXPECT_EQ(std::count(left.begin(), left.end(), 0u), int64_t(n_counters))
-          << what << ": split counters not reset";
       const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
       const HostMatrix y = dout.download();
       const double err = reference::normalized_error(y.view(), ref);
@@ -115,15 +104,14 @@ TEST(EngineAttention, MatchesReference) {
     }
     // Fixed ranges that do not reach the end of the context are refused, not run short.
     const engine::gpu::RowLayout layout{1, 1, pos};
-    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, layout,
-                                     s, 128, 4, t, nullptr)
+    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, 128,
+                                     4, t, nullptr)
                   .code(),
               Code::invalid_argument);
-    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, layout,
-                                     s, -1, 4, t, nullptr)
+    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, -1,
+                                     4, t, nullptr)
                   .code(),
               Code::invalid_argument);
     cudaFree(pos);
-    cudaFree(counters);
   }
 }

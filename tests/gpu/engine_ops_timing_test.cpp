@@ -93,9 +93,6 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
   int32_t* ids = nullptr;
   cudaMalloc(&ids, 64);
   cudaMemset(ids, 0, 64);
-  unsigned* counters = nullptr;
-  cudaMalloc(&counters, size_t(heads) * sizeof(unsigned));
-  cudaMemset(counters, 0, size_t(heads) * sizeof(unsigned));
 
   std::printf("| op (7B decode, 1 token) | µs per call |\n|---|---|\n");
   auto row = [](const char* name, double us) { std::printf("| %s | %.2f |\n", name, us); };
@@ -129,8 +126,8 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
       float* partials = nullptr;
       cudaMalloc(&partials, engine::gpu::attention_partials_floats(1, shape, n_splits) * 4);
       row(("attention, splits of " + std::to_string(keys) + c).c_str(), time_op([&](cudaStream_t s) {
-            return engine::gpu::attention(q, kc, vc, out, partials, counters, rows, shape,
-                                          split_len, n_splits, t, s);
+            return engine::gpu::attention(q, kc, vc, out, partials, rows, shape, split_len,
+                                          n_splits, t, s);
           }));
       cudaFree(partials);
     }
@@ -155,8 +152,8 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
                                (split_len ? "splits of 128" : "keys shared by 32 splits") +
                                " (position 544 of context 4096)";
       row(name.c_str(), time_op([&](cudaStream_t s) {
-            return engine::gpu::attention(q, kc, vc, out, partials, counters, rows, shape,
-                                          split_len, 32, t, s);
+            return engine::gpu::attention(q, kc, vc, out, partials, rows, shape, split_len, 32, t,
+                                          s);
           }));
     }
     cudaFree(partials);
@@ -167,6 +164,5 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
   cudaFree(w);
   cudaFree(inv);
   cudaFree(ids);
-  cudaFree(counters);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
