@@ -31,6 +31,9 @@ Status validate(const Weight& w);            // host weights only
 Format format_of(const Weight& w);
 const Shape& shape_of(const Weight& w);
 size_t storage_bytes(const Weight& w);
+// Bytes of derived arrays kept with the weight (macko's row order; 0 for the other formats): not
+// in files, but on the GPU next to storage_bytes.
+size_t derived_bytes(const Weight& w);
 double d_eff(const Weight& w);
 Location location_of(const Weight& w);
 

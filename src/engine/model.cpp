@@ -119,7 +119,7 @@ size_t Model::weight_bytes() const {
     bytes += (l.attn_norm.size() + l.mlp_norm.size()) * es;
     bytes += (l.q_bias.size() + l.k_bias.size() + l.v_bias.size()) * es;
   }
-  for (const auto& [name, w] : linear_layers()) bytes += storage_bytes(*w);
+  for (const auto& [name, w] : linear_layers()) bytes += storage_bytes(*w) + derived_bytes(*w);
   return bytes;
 }
 

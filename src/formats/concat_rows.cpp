@@ -96,7 +96,6 @@ Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const S
     n += used;
     deltas.resize(size_t((n + 1) / 2));
     out.nnz += m->nnz;
-    out.max_row_entries = std::max(out.max_row_entries, m->max_row_entries);
   }
   const size_t n_entries = (values.size() + macko::kPad - 1) / macko::kPad * macko::kPad;
   values.resize(n_entries, 0);
@@ -104,6 +103,7 @@ Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const S
   out.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
   out.values = Buffer<uint16_t>(std::move(values));
   out.deltas = Buffer<uint8_t>(std::move(deltas));
+  macko::derive(out);
   return Weight(std::move(out));
 }
 

@@ -33,7 +33,8 @@ template <class F>
 Status for_each_buffer(macko::Matrix& m, F&& f) {
   SPARROW_RETURN_IF_ERROR(f(m.row_ptr));
   SPARROW_RETURN_IF_ERROR(f(m.values));
-  return f(m.deltas);
+  SPARROW_RETURN_IF_ERROR(f(m.deltas));
+  return f(m.row_order);
 }
 template <class F>
 Status for_each_buffer(tca_bme::Matrix& m, F&& f) {
@@ -121,6 +122,11 @@ const Shape& shape_of(const Weight& w) {
 
 size_t storage_bytes(const Weight& w) {
   return std::visit([](const auto& m) { return m.storage_bytes(); }, w);
+}
+
+size_t derived_bytes(const Weight& w) {
+  const auto* m = std::get_if<macko::Matrix>(&w);
+  return m ? m->derived_bytes() : 0;
 }
 
 double d_eff(const Weight& w) { return effective_density(storage_bytes(w), shape_of(w)); }

@@ -234,7 +234,7 @@ Result<Weight> read_weight(const std::string& name, const std::string& meta_json
       SPARROW_RETURN_IF_ERROR(fill(m.row_ptr, pre + "row_ptr", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.values, pre + "values", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.deltas, pre + "deltas", lookup));
-      m.max_row_entries = macko::longest_row(m.row_ptr.host());  // derived, not stored
+      macko::derive(m);  // max_row_entries, row_order: derived, not stored
       w = std::move(m);
       break;
     }

@@ -116,5 +116,6 @@ TEST(ConcatRows, MackoOddEntryCounts) {
     for (const Weight* w : parts) hosts.push_back(w == &wa ? a : b);
     expect_stacked(hosts, joined.value(), "macko odd");
     EXPECT_EQ(std::get<macko::Matrix>(joined.value()).max_row_entries, 3);
+    EXPECT_TRUE(validate(joined.value()).ok());  // the row order is rebuilt for the whole
   }
 }

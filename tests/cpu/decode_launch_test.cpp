@@ -231,3 +231,14 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
     EXPECT_NE(find_kernel(name), nullptr) << name;
   }
 }
+
+// Rows are handed out longest first when they are uneven (longest > 1.3x average); the knob's
+// 0 / 1 override the rule.
+TEST(DecodeLaunch, MackoRowOrderRule) {
+  using macko_warp_row::use_row_order;
+  EXPECT_FALSE(use_row_order(11008, 11008 * 500, 650, -1));  // 1.3x exactly: even
+  EXPECT_TRUE(use_row_order(11008, 11008 * 500, 651, -1));
+  EXPECT_FALSE(use_row_order(11008, 11008 * 500, 2000, 0));
+  EXPECT_TRUE(use_row_order(11008, 11008 * 500, 500, 1));
+  EXPECT_FALSE(use_row_order(7, 0, 0, -1));  // no entries at all
+}

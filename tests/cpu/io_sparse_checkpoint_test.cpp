@@ -155,6 +155,9 @@ TEST(IoSparseCheckpoint, WeightWriteReadIsByteExact) {
       EXPECT_GT(std::get<macko::Matrix>(r).max_row_entries, 0);
       EXPECT_EQ(std::get<macko::Matrix>(r).max_row_entries,
                 std::get<macko::Matrix>(w).max_row_entries);
+      EXPECT_FALSE(std::get<macko::Matrix>(r).row_order.empty());
+      EXPECT_EQ(std::get<macko::Matrix>(r).row_order.host(),
+                std::get<macko::Matrix>(w).row_order.host());
     }
     EXPECT_EQ(mw->sparse_info(name)->method, name == "layer.csr32.weight" ? "" : "magnitude");
   }

@@ -2,6 +2,7 @@
 // example, byte accounting, the reference walk, and rejection of corrupted buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
@@ -10,6 +11,8 @@
 #include "cpu/format_cases.hpp"
 #include "cpu/test_util.hpp"
 #include "sparrow/formats/macko.hpp"
+#include "sparrow/patterns.hpp"
+#include "sparrow/weight.hpp"
 
 using namespace sparrow;
 
@@ -264,6 +267,51 @@ TEST(Macko, ValidateRejectsBadRowPointers) {
     auto m = sample();
     m.max_row_entries += 1;  // the launch rules would read a wrong longest row
     expect_corrupt(m, "max_row_entries");
+  }
+  {
+    auto m = sample();
+    ASSERT_GE(m.row_order.size(), 8u);
+    std::swap(m.row_order.host()[0], m.row_order.host()[4]);  // a kernel would skip a row
+    expect_corrupt(m, "row_order");
+  }
+}
+
+// The row order against its definition (macko.hpp): every row once, longest first, ties by row,
+// each record holding the row's extent.
+TEST(Macko, RowOrderIsLongestFirst) {
+  std::vector<HostMatrix> cases;
+  cases.push_back(patterns::random(DType::fp16, 300, 1000, 0.5, 1));
+  cases.push_back(patterns::magnitude(DType::bf16, 200, 3001, 0.9, 2));
+  HostMatrix gaps = patterns::random(DType::fp16, 90, 700, 0.6, 4);
+  for (int64_t r : {0, 1, 2, 40, 41, 87, 88, 89})  // empty rows, leading and trailing
+    for (int64_t c = 0; c < gaps.cols(); ++c) gaps.set(r, c, 0.f);
+  cases.push_back(gaps);
+  cases.push_back(HostMatrix(DType::fp16, 5, 9));  // all zeros
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto enc = macko::encode(cases[i].view());
+    ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+    const macko::Matrix& m = enc.value();
+    const auto& rp = m.row_ptr.host();
+    const auto& order = m.row_order.host();
+    const size_t rows = rp.size() - 1;
+    ASSERT_EQ(order.size(), 4 * rows) << i;
+    EXPECT_EQ(m.derived_bytes(), 16 * rows);
+    EXPECT_EQ(derived_bytes(Weight(m)), m.derived_bytes());
+    std::vector<int> seen(rows, 0);
+    for (size_t j = 0; j < rows; ++j) {
+      const uint32_t r = order[4 * j];
+      ASSERT_LT(r, rows) << "case " << i;
+      ++seen[r];
+      EXPECT_EQ(order[4 * j + 1], rp[r]);
+      EXPECT_EQ(order[4 * j + 2], rp[r + 1]);
+      EXPECT_EQ(order[4 * j + 3], 0u);
+      if (j > 0) {
+        const uint32_t q = order[4 * (j - 1)];
+        const uint32_t lq = rp[q + 1] - rp[q], lr = rp[r + 1] - rp[r];
+        EXPECT_TRUE(lq > lr || (lq == lr && q < r)) << "case " << i << " position " << j;
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(rows)) << "case " << i;
   }
 }
 

@@ -69,7 +69,8 @@ struct Model {
 
   // The linear layers of the decoder blocks (not lm_head), in order, with HF-style names.
   std::vector<std::pair<std::string, const Weight*>> linear_layers() const;
-  // Bytes of every weight (embeddings, norms, all linear layers in their formats).
+  // Bytes of every weight (embeddings, norms, all linear layers in their formats, with the
+  // derived arrays a format keeps next to them on the GPU: derived_bytes).
   size_t weight_bytes() const;
   // The same model stored dense in `dtype`.
   size_t dense_weight_bytes() const;

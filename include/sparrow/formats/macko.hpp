@@ -29,19 +29,29 @@ struct Matrix {
   Buffer<uint32_t> row_ptr;  // (rows + 1)
   Buffer<uint16_t> values;   // (n_entries)
   Buffer<uint8_t> deltas;    // (n_entries / 2)
-  // Derived from row_ptr when the matrix is built (encode, load), not stored in files: the
-  // longest row's entries, which the host-side launch rules read (row_ptr may be on the GPU).
+  // Derived when the matrix is built (encode, checkpoint load, concat_rows) by derive(), not
+  // stored in files:
+  //   max_row_entries  the longest row's entries, which the host-side launch rules read (row_ptr
+  //                    may be on the GPU);
+  //   row_order        (4 * rows) the rows by entry count, longest first (ties: lower row
+  //                    first), as records (row, row_ptr[row], row_ptr[row + 1], 0): a kernel
+  //                    that hands rows out in this order starts the long rows of uneven
+  //                    (magnitude-pruned) weights first, and reads a row's extent in one 16-byte
+  //                    load. It travels with the matrix to the GPU: 16 bytes per row, counted in
+  //                    derived_bytes(), not storage_bytes().
   int64_t max_row_entries = 0;
+  Buffer<uint32_t> row_order;
 
   int64_t entries() const { return int64_t(values.size()); }
   size_t storage_bytes() const { return row_ptr.bytes() + values.bytes() + deltas.bytes(); }
+  size_t derived_bytes() const { return row_order.bytes(); }
 };
 
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// The longest row's entries (padding included): the largest step of a host row_ptr (0 when it
-// has fewer than two values; validate checks its length and order).
-int64_t longest_row(const std::vector<uint32_t>& row_ptr);
+// Fills max_row_entries and row_order from the host row_ptr (nothing for a device matrix). Safe
+// on a malformed row_ptr; validate reports it.
+void derive(Matrix& m);
 
 }  // namespace sparrow::macko

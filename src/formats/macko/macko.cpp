@@ -25,6 +25,30 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 std::string str(uint64_t v) { return std::to_string(v); }
 
+int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
+  int64_t longest = 0;
+  for (size_t r = 1; r < row_ptr.size(); ++r) {
+    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
+  }
+  return longest;
+}
+
+// row_order of include/sparrow/formats/macko.hpp: records (row, start, end, 0), longest first.
+std::vector<uint32_t> build_row_order(const std::vector<uint32_t>& rp) {
+  if (rp.size() < 2) return {};
+  std::vector<uint32_t> rows(rp.size() - 1);
+  for (size_t r = 0; r < rows.size(); ++r) rows[r] = uint32_t(r);
+  auto len = [&](uint32_t r) { return int64_t(rp[r + 1]) - int64_t(rp[r]); };
+  std::stable_sort(rows.begin(), rows.end(), [&](uint32_t a, uint32_t b) { return len(a) > len(b); });
+  std::vector<uint32_t> order(4 * rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    order[4 * i] = rows[i];
+    order[4 * i + 1] = rp[rows[i]];
+    order[4 * i + 2] = rp[rows[i] + 1];
+  }
+  return order;
+}
+
 // Entries needed for one row: every non-zero, plus one padding entry per 16 columns of a gap
 // that a 4-bit delta cannot span. With prev = -1 before the first entry, a non-zero at column c
 // needs delta = c - prev - 1; each padding entry (delta 15) advances prev by 16.
@@ -97,16 +121,17 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   Matrix m;
   m.shape = {M, K, w.dtype};
   m.nnz = nnz;
-  m.max_row_entries = longest_row(row_ptr);
   m.row_ptr = Buffer<uint32_t>(std::move(row_ptr));
   m.values = Buffer<uint16_t>(std::move(values));
   m.deltas = Buffer<uint8_t>(std::move(deltas));
+  derive(m);
   return m;
 }
 
 Status validate(const Matrix& m) {
   const Shape& s = m.shape;
-  if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device()) {
+  if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device() ||
+      m.row_order.on_device()) {
     return invalid_argument("macko: validate needs host buffers; call to_host() first");
   }
   if (s.rows <= 0 || s.cols <= 0) {
@@ -190,15 +215,16 @@ Status validate(const Matrix& m) {
     return corrupt_data("macko: max_row_entries is " + std::to_string(m.max_row_entries) +
                         " but the longest row has " + std::to_string(longest) + " entries");
   }
+  if (m.row_order.host() != build_row_order(m.row_ptr.host())) {
+    return corrupt_data("macko: row_order does not match row_ptr (call derive())");
+  }
   return Status::success();
 }
 
-int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
-  int64_t longest = 0;
-  for (size_t r = 1; r < row_ptr.size(); ++r) {
-    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
-  }
-  return longest;
+void derive(Matrix& m) {
+  if (m.row_ptr.on_device()) return;
+  m.max_row_entries = longest_row(m.row_ptr.host());
+  m.row_order = Buffer<uint32_t>(build_row_order(m.row_ptr.host()));
 }
 
 Result<HostMatrix> decode(const Matrix& m) {

@@ -284,7 +284,8 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 template <class T, int LANES, int PIECES>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads,
                                   OneTokenConfig::min_blocks_per_sm(LANES, PIECES))
-    macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
+    macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
+                           const uint16_t* __restrict__ vals,
                            const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
                            const T* __restrict__ x, T* __restrict__ y,
                            const T* __restrict__ bias, bool accumulate) {
@@ -295,9 +296,19 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
   const int piece = warp % PIECES;
-  const int64_t row = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
+  // The slot's row: in index order, or (order != null) the matrix's row_order, longest rows
+  // first, whose 16-byte record also holds the row's extent. Past the last row: m.
+  const int64_t slot = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
+  int64_t row = m;
   uint32_t s = 0, e = 0;
-  if (row < m) s = __ldg(row_ptr + row), e = __ldg(row_ptr + row + 1);
+  if (slot < m) {
+    if (order) {
+      const uint4 rec = __ldg(order + slot);
+      row = rec.x, s = rec.y, e = rec.z;
+    } else {
+      row = slot, s = __ldg(row_ptr + slot), e = __ldg(row_ptr + slot + 1);
+    }
+  }
   const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
   // Shuffles below use the whole warp, so every segment runs the warp's largest step count.
   uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
@@ -422,14 +433,28 @@ int pieces_override() {
   return v;
 }
 
+// SPARROW_MACKO_ORDER=0|1: never / always hand rows out longest first (experiments; read once;
+// unset: the rule in use_row_order).
+int order_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_ORDER");
+    return e ? std::atoi(e) : -1;
+  }();
+  return v;
+}
+
 template <class T, int LANES, int PIECES>
 cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
                                       bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
+  const bool has_order = mm.row_order.size() == size_t(4 * m);
+  const bool ordered =
+      has_order && use_row_order(m, mm.entries(), mm.max_row_entries, order_override());
+  const uint4* order = ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
   return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
-                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
+                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(), order,
                        mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
                        accumulate);
 }
@@ -540,6 +565,11 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
   return even && rows >= slots && entries < rows * kHalfWarpEvenBelowEntriesPerRow
              ? OneTokenKernel::half_warp
              : OneTokenKernel::warp;
+}
+
+bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested) {
+  if (requested == 0 || requested == 1) return requested == 1;
+  return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
 }
 
 int row_pieces(int64_t rows, int64_t entries, int sm_count, int requested) {
