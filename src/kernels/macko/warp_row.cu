@@ -183,7 +183,8 @@ __device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uin
 
 template <class T, int NB, bool XS>
 __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_blocks_per_sm(NB))
-    macko_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ vals,
+    macko_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
+                 const uint16_t* __restrict__ vals,
                  const uint8_t* __restrict__ deltas, int64_t m, int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                  const T* __restrict__ bias, bool accumulate, bool x_vec) {
@@ -198,16 +199,25 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   // The next row's extent is loaded while this row streams, so a row costs one round trip for
   // its entries, not two (row_ptr, then entries): that matters most at high sparsity, where a row
   // is one or two steps.
+  // Warps take slots round-robin; a slot is a row in index order or (order != null) the
+  // matrix's row_order, longest first, so every warp gets one row of each length band.
   const int64_t row_stride = int64_t(gridDim.x) * Config::kWarpsPerBlock;
-  int64_t row = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp;
-  uint32_t s_next = 0, e_next = 0;
-  if (row < m) s_next = __ldg(row_ptr + row), e_next = __ldg(row_ptr + row + 1);
-  for (; row < m; row += row_stride) {
-    const uint32_t s = s_next, e = e_next;
-    if (row + row_stride < m) {
-      s_next = __ldg(row_ptr + row + row_stride);
-      e_next = __ldg(row_ptr + row + row_stride + 1);
+  int64_t slot = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp;
+  auto extent = [&](int64_t sl, uint32_t& r, uint32_t& s, uint32_t& e) {
+    if (order) {
+      const uint4 rec = __ldg(order + sl);
+      r = rec.x, s = rec.y, e = rec.z;
+    } else {
+      r = uint32_t(sl), s = __ldg(row_ptr + sl), e = __ldg(row_ptr + sl + 1);
     }
+  };
+  uint32_t row_next = 0;  // rows fit 32 bits (row_ptr is 32-bit)
+  uint32_t s_next = 0, e_next = 0;
+  if (slot < m) extent(slot, row_next, s_next, e_next);
+  for (; slot < m; slot += row_stride) {
+    const uint32_t row = row_next;
+    const uint32_t s = s_next, e = e_next;
+    if (slot + row_stride < m) extent(slot + row_stride, row_next, s_next, e_next);
     float acc[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
@@ -443,18 +453,23 @@ int order_override() {
   return v;
 }
 
+// The matrix's row_order as records when the kernels should hand rows out in it, else null.
+const uint4* row_order_or_null(const macko::Matrix& mm) {
+  const int64_t m = mm.shape.rows;
+  const bool ordered = mm.row_order.size() == size_t(4 * m) &&
+                       use_row_order(m, mm.entries(), mm.max_row_entries, order_override());
+  return ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
+}
+
 template <class T, int LANES, int PIECES>
 cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
                                       bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  const bool has_order = mm.row_order.size() == size_t(4 * m);
-  const bool ordered =
-      has_order && use_row_order(m, mm.entries(), mm.max_row_entries, order_override());
-  const uint4* order = ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
   return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
-                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(), order,
+                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
+                       row_order_or_null(mm),
                        mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
                        accumulate);
 }
@@ -491,7 +506,7 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
       &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
   const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
   kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
-      mm.row_ptr.data(), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
+      mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
       nt, y, ldy, bias, accumulate,
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 8 == 0);
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
