@@ -39,7 +39,8 @@ std::vector<uint32_t> build_row_order(const std::vector<uint32_t>& rp) {
   std::vector<uint32_t> rows(rp.size() - 1);
   for (size_t r = 0; r < rows.size(); ++r) rows[r] = uint32_t(r);
   auto len = [&](uint32_t r) { return int64_t(rp[r + 1]) - int64_t(rp[r]); };
-  std::stable_sort(rows.begin(), rows.end(), [&](uint32_t a, uint32_t b) { return len(a) > len(b); });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](uint32_t a, uint32_t b) { return len(a) > len(b); });
   std::vector<uint32_t> order(4 * rows.size(), 0);
   for (size_t i = 0; i < rows.size(); ++i) {
     order[4 * i] = rows[i];

@@ -184,8 +184,8 @@ __device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uin
 template <class T, int NB, bool XS>
 __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_blocks_per_sm(NB))
     macko_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
-                 const uint16_t* __restrict__ vals,
-                 const uint8_t* __restrict__ deltas, int64_t m, int64_t k,
+                 const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas, int64_t m,
+                 int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                  const T* __restrict__ bias, bool accumulate, bool x_vec) {
   extern __shared__ uint4 smem[];
@@ -295,8 +295,8 @@ template <class T, int LANES, int PIECES>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads,
                                   OneTokenConfig::min_blocks_per_sm(LANES, PIECES))
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
-                           const uint16_t* __restrict__ vals,
-                           const uint8_t* __restrict__ deltas, int64_t m, uint32_t k,
+                           const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
+                           int64_t m, uint32_t k,
                            const T* __restrict__ x, T* __restrict__ y,
                            const T* __restrict__ bias, bool accumulate) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
@@ -469,9 +469,8 @@ cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y,
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
   return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
                        dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
-                       row_order_or_null(mm),
-                       mm.values.data(), mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias,
-                       accumulate);
+                       row_order_or_null(mm), mm.values.data(), mm.deltas.data(), m,
+                       uint32_t(mm.shape.cols), x, y, bias, accumulate);
 }
 
 // The one runtime -> template choice of the one-token kernels.
@@ -506,8 +505,8 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
       &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
   const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
   kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
-      mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(), mm.deltas.data(), mm.shape.rows, mm.shape.cols, x, ldx,
-      nt, y, ldy, bias, accumulate,
+      mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(), mm.deltas.data(),
+      mm.shape.rows, mm.shape.cols, x, ldx, nt, y, ldy, bias, accumulate,
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 8 == 0);
   SPARROW_CUDA_CHECK_LAUNCH("macko.warp_row");
   return Status::success();

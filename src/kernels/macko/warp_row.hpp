@@ -48,10 +48,11 @@ constexpr double kEvenRowsRatio = 1.3;
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
                                 int sm_count, OneTokenKernel requested);
-// Whether the one-token kernels hand rows out longest first (macko::Matrix::row_order): for
-// uneven rows (the longest above kEvenRowsRatio x the average), so the long rows of a
-// magnitude-pruned weight start in the first wave instead of setting the tail. `requested` 0 / 1
-// overrides the rule (-1: the rule).
+// Whether the kernels hand rows out longest first (macko::Matrix::row_order): for uneven rows
+// (the longest above kEvenRowsRatio x the average). The one-token kernels then start the long
+// rows of a magnitude-pruned weight in the first wave instead of ending on them; the persistent
+// kernel deals them round-robin, so every warp gets one row of each length band. `requested`
+// 0 / 1 overrides the rule (-1: the rule).
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
