@@ -31,6 +31,18 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// Two packed 16-bit values as floats (low half first).
+template <class T>
+__device__ __forceinline__ float2 unpack2_t(uint32_t w);
+template <>
+__device__ __forceinline__ float2 unpack2_t<__half>(uint32_t w) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&w));
+}
+template <>
+__device__ __forceinline__ float2 unpack2_t<__nv_bfloat16>(uint32_t w) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -315,6 +327,128 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   }
 }
 
+// The same block for head_dim = 8 * G (G = 8, 16, 32: head_dim 64, 128, 256), the common case:
+// G lanes share a key, each loading 8 of its dimensions as one 16-byte load (the kernel above
+// loads 2 bytes per lane and takes one key per warp at a time: at 4097 keys it measured 53 µs per
+// layer against ~22 µs of bytes). A warp holds 32 / G keys per step and two steps' loads in
+// flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
+template <class T, int G>
+__global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
+                                           float* partials, RowLayout rows, AttentionShape s,
+                                           int64_t split_len, int64_t n_splits) {
+  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
+  constexpr int kKeys = 32 / G;  // keys per warp step
+  constexpr int hd = 8 * G;
+  const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
+  const int64_t b = r / rows.count, i = r % rows.count;
+  const int64_t pos = int64_t(rows.pos0[0]) + i;
+  const int64_t kvh = head / (s.heads / s.kv_heads);
+  const int64_t kvd = s.kv_heads * hd;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane % G, kk = lane / G;  // dims [8g, 8g + 8) of key slot kk
+  const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
+  const int64_t begin = split * per;
+  const int64_t end = min(begin + per, pos + 1);
+  float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
+  if (begin >= end) {
+    if (threadIdx.x == 0) {
+      part[0] = -INFINITY;
+      part[1] = 0.0f;
+    }
+    return;
+  }
+  const float scale = rsqrtf(float(hd));
+  float qv[8], acc[8];
+  const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd + 8 * g;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    qv[e] = to_f(qr[e]) * scale;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const T* kbase = k_cache + b * s.context * kvd + kvh * hd + 8 * g;
+  const T* vbase = v_cache + b * s.context * kvd + kvh * hd + 8 * g;
+  // Key j of this lane: begin + (step * kAttnWarps + warp) * kKeys + kk.
+  constexpr int64_t kStride = int64_t(kAttnWarps) * kKeys;
+  auto load = [&](int64_t j, uint4& kv, uint4& vv) {
+    if (j < end) {
+      kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
+      vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
+    }
+  };
+  int64_t j = begin + int64_t(warp) * kKeys + kk;
+  uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+  load(j, kv, vv);
+  for (int64_t j0 = begin + int64_t(warp) * kKeys; j0 < end; j0 += kStride, j += kStride) {
+    uint4 kn = make_uint4(0, 0, 0, 0), vn = kn;  // the next step's key, in flight meanwhile
+    load(j + kStride, kn, vn);
+    const uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w}, vw[4] = {vv.x, vv.y, vv.z, vv.w};
+    float dot = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 kf = unpack2_t<T>(kw[e]);
+      dot += qv[2 * e] * kf.x + qv[2 * e + 1] * kf.y;
+    }
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (j < end) {  // a lane group past the split's end keeps its state
+      const float m_new = fmaxf(m, dot);
+      const float corr = __expf(m - m_new);
+      const float p = __expf(dot - m_new);
+      l = l * corr + p;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 vf = unpack2_t<T>(vw[e]);
+        acc[2 * e] = acc[2 * e] * corr + p * vf.x;
+        acc[2 * e + 1] = acc[2 * e + 1] * corr + p * vf.y;
+      }
+      m = m_new;
+    }
+    kv = kn;
+    vv = vn;
+  }
+  // Merge the warp's key slots (lanes g, g + G, ...) into lanes 0..G-1.
+#pragma unroll
+  for (int o = G; o < 32; o <<= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m, o);
+    const float lo = __shfl_xor_sync(0xffffffffu, l, o);
+    const float mt = fmaxf(m, mo);
+    const float a = l > 0.0f ? __expf(m - mt) : 0.0f, c = lo > 0.0f ? __expf(mo - mt) : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = acc[e] * a + __shfl_xor_sync(0xffffffffu, acc[e], o) * c;
+    l = l * a + lo * c;
+    m = mt;
+  }
+  // Then the warps, as in attention_split_kernel.
+  __shared__ float sm[kAttnWarps], sl[kAttnWarps];
+  __shared__ float sacc[kAttnWarps][hd];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+  if (lane < G) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sacc[warp][8 * lane + e] = acc[e];
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w)
+    if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
+  if (threadIdx.x == 0) {
+    float L = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+    part[0] = M;
+    part[1] = L;
+  }
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
+    part[2 + d] = a;
+  }
+}
+
 // Block (row, head): combines the splits' partials into the output row.
 template <class T>
 __global__ void attention_combine_kernel(const float* partials, T* out, AttentionShape s,
@@ -397,8 +531,15 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
+    // head_dim 64 / 128 / 256 over 16-byte aligned caches: the vectorised kernel.
+    auto split_kernel = attention_split_kernel<T>;
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
+    if (aligned && s.head_dim == 64) split_kernel = attention_split_vec_kernel<T, 8>;
+    if (aligned && s.head_dim == 128) split_kernel = attention_split_vec_kernel<T, 16>;
+    if (aligned && s.head_dim == 256) split_kernel = attention_split_vec_kernel<T, 32>;
     SPARROW_RETURN_IF_ERROR(cuda_status(
-        launch_kernel(kDependent, attention_split_kernel<T>, grid, dim3(32 * kAttnWarps), 0, stream,
+        launch_kernel(kDependent, split_kernel, grid, dim3(32 * kAttnWarps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
                       static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits),
         "attention_split launch"));

@@ -60,58 +60,64 @@ struct Case {
 TEST(EngineAttention, MatchesReference) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no GPU";
-  const engine::gpu::AttentionShape s{6, 2, 72, 600};  // 3 query heads per kv head, hd % 32 != 0
-  const int64_t batch = 2;
-  const std::vector<Case> cases = {
-      {1, 0, 0, 32},   {1, 5, 0, 32},    {1, 544, 0, 32},  {1, 599, 0, 32}, {1, 544, 0, 7},
-      {1, 544, 0, 1},  {1, 599, 128, 5}, {1, 30, 128, 5},  {3, 0, 150, 4},  {3, 200, 150, 4},
-      {17, 583, 0, 4}, {17, 583, 600, 1},
-  };
-  for (DType t : {DType::fp16, DType::bf16}) {
-    const HostMatrix kc = patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 1);
-    const HostMatrix vc = patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 2);
-    const DeviceMatrix dk = DeviceMatrix::upload(kc), dv = DeviceMatrix::upload(vc);
-    int32_t* pos = nullptr;
-    CUDA_OK(cudaMalloc(&pos, 4));
-    for (const Case& c : cases) {
-      const std::string what = std::string(dtype_name(t)) + " count " + std::to_string(c.count) +
-                               " pos0 " + std::to_string(c.pos0) + " split_len " +
-                               std::to_string(c.split_len) + " splits " +
-                               std::to_string(c.n_splits);
-      const int64_t rows = batch * c.count;
-      const HostMatrix q = patterns::dense_random(t, rows, s.heads * s.head_dim, 3 + c.pos0);
-      const DeviceMatrix dq = DeviceMatrix::upload(q);
-      DeviceMatrix dout = DeviceMatrix::alloc(t, rows, s.heads * s.head_dim);
-      dout.poison();
-      float* partials = nullptr;
-      CUDA_OK(cudaMalloc(&partials,
-                         engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
-      CUDA_OK(cudaMemset(partials, 0xFF, engine::gpu::attention_partials_floats(rows, s,
-                                                                                c.n_splits) * 4));
-      const int32_t p0 = int32_t(c.pos0);
-      CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
-      const engine::gpu::RowLayout layout{batch, c.count, pos};
-      const Status st = engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data,
-                                               dout.view.data, partials, layout, s, c.split_len,
-                                               c.n_splits, t, nullptr);
-      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
-      CUDA_OK(cudaDeviceSynchronize());
-      const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
-      const HostMatrix y = dout.download();
-      const double err = reference::normalized_error(y.view(), ref);
-      EXPECT_LE(err, 2 * tolerance(t)) << what;
-      cudaFree(partials);
+  // 3 query heads per kv head. head_dim 72 runs the general kernel (2-byte loads, any head_dim);
+  // 64, 128 and 256 the vectorised one (16-byte loads, 8 / 16 / 32 lanes per key).
+  for (int64_t hd : {72, 64, 128, 256}) {
+    const engine::gpu::AttentionShape s{6, 2, hd, 600};
+    const int64_t batch = 2;
+    const std::vector<Case> cases = {
+        {1, 0, 0, 32},  {1, 5, 0, 32},    {1, 544, 0, 32},  {1, 599, 0, 32},
+        {1, 544, 0, 7}, {1, 544, 0, 1},   {1, 599, 128, 5}, {1, 30, 128, 5},
+        {3, 0, 150, 4}, {3, 200, 150, 4}, {17, 583, 0, 4},  {17, 583, 600, 1},
+    };
+    for (DType t : {DType::fp16, DType::bf16}) {
+      const HostMatrix kc =
+          patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 1);
+      const HostMatrix vc =
+          patterns::dense_random(t, batch * s.context, s.kv_heads * s.head_dim, 2);
+      const DeviceMatrix dk = DeviceMatrix::upload(kc), dv = DeviceMatrix::upload(vc);
+      int32_t* pos = nullptr;
+      CUDA_OK(cudaMalloc(&pos, 4));
+      for (const Case& c : cases) {
+        const std::string what =
+            "head_dim " + std::to_string(hd) + " " + dtype_name(t) + " count " +
+            std::to_string(c.count) + " pos0 " + std::to_string(c.pos0) + " split_len " +
+            std::to_string(c.split_len) + " splits " + std::to_string(c.n_splits);
+        const int64_t rows = batch * c.count;
+        const HostMatrix q = patterns::dense_random(t, rows, s.heads * s.head_dim, 3 + c.pos0);
+        const DeviceMatrix dq = DeviceMatrix::upload(q);
+        DeviceMatrix dout = DeviceMatrix::alloc(t, rows, s.heads * s.head_dim);
+        dout.poison();
+        float* partials = nullptr;
+        CUDA_OK(
+            cudaMalloc(&partials, engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
+        CUDA_OK(cudaMemset(partials, 0xFF,
+                           engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
+        const int32_t p0 = int32_t(c.pos0);
+        CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+        const engine::gpu::RowLayout layout{batch, c.count, pos};
+        const Status st =
+            engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data, dout.view.data,
+                                   partials, layout, s, c.split_len, c.n_splits, t, nullptr);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+        CUDA_OK(cudaDeviceSynchronize());
+        const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
+        const HostMatrix y = dout.download();
+        const double err = reference::normalized_error(y.view(), ref);
+        EXPECT_LE(err, 2 * tolerance(t)) << what;
+        cudaFree(partials);
+      }
+      // Fixed ranges that do not reach the end of the context are refused, not run short.
+      const engine::gpu::RowLayout layout{1, 1, pos};
+      EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, 128,
+                                       4, t, nullptr)
+                    .code(),
+                Code::invalid_argument);
+      EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, -1,
+                                       4, t, nullptr)
+                    .code(),
+                Code::invalid_argument);
+      cudaFree(pos);
     }
-    // Fixed ranges that do not reach the end of the context are refused, not run short.
-    const engine::gpu::RowLayout layout{1, 1, pos};
-    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, 128,
-                                     4, t, nullptr)
-                  .code(),
-              Code::invalid_argument);
-    EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, -1,
-                                     4, t, nullptr)
-                  .code(),
-              Code::invalid_argument);
-    cudaFree(pos);
   }
 }
