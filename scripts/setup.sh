@@ -17,6 +17,20 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# Optional: SentencePiece (text prompts for Llama-2-style tokenizer.model). A machine where it
+# cannot be installed still builds and tests everything else.
+if ! have_pkg libsentencepiece-dev; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  sp_install() {
+    DEBIAN_FRONTEND=noninteractive timeout 300 $SUDO apt-get install -y -qq \
+      --no-install-recommends libsentencepiece-dev >/dev/null 2>&1
+  }
+  if ! sp_install && ! { timeout 300 $SUDO apt-get update -qq >/dev/null 2>&1 && sp_install; }; then
+    echo "setup: libsentencepiece-dev not installed (optional: SentencePiece tokenizers off)" >&2
+  fi
+fi
+
 if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: the CUDA toolkit (nvcc, cuBLAS, cuSPARSE; CUDA 13) is required and was not found" >&2
   exit 1

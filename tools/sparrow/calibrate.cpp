@@ -1,5 +1,5 @@
-// sparrow calibrate: Wanda input-channel norms of a byte-level model over a calibration text,
-// written as the JSON `sparrow prune --method wanda --calibration FILE` reads.
+// sparrow calibrate: Wanda input-channel norms of a model over a calibration text (tokenized as
+// `run -p` does), written as the JSON `sparrow prune --method wanda --calibration FILE` reads.
 #include "sparrow/engine/calibrate.hpp"
 
 #include <cstdio>
@@ -32,13 +32,12 @@ int run_calibrate(const CalibrateArgs& a) {
   if (text.empty()) return fail_args("--text is empty");
   auto model = load_model_or_report("calibrate", a.model_dir);
   if (!model) return 1;
-  if (!model->byte_level) {
-    return fail_args("model '" + model->name +
-                     "' is not byte-level and sparrow has no tokenizer "
-                     "for it yet");
-  }
-  std::vector<int32_t> ids(text.begin(), text.end());
-  for (auto& id : ids) id &= 0xFF;  // bytes, not signed chars
+  int exit_code = 0;
+  const auto tokenizer = load_tokenizer_or_report("calibrate", a.model_dir, *model, exit_code);
+  if (!tokenizer) return exit_code;
+  auto encoded = tokenizer->encode(text);
+  if (!encoded.ok()) return fail_args(encoded.status().message());
+  const std::vector<int32_t> ids = std::move(encoded).value();
   auto norms = engine::input_channel_norms(model, ids, a.ctx);
   if (!norms.ok()) {
     std::fprintf(stderr, "sparrow calibrate: %s\n", norms.status().to_string().c_str());
@@ -70,7 +69,7 @@ void register_calibrate(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Wanda input-channel norms of a byte-level model over a text (CPU backend), "
+      "Wanda input-channel norms of a model over a text (CPU backend; tokenized as run -p does), "
       "for sparrow prune --method wanda --calibration FILE");
   cmd->add_option("-m,--model", args->model_dir, "model directory")->required();
   cmd->add_option("--text", args->text_file, "calibration text file")->required();

@@ -16,6 +16,16 @@ std::shared_ptr<const engine::Model> load_model_or_report(const char* cmd, const
   return std::make_shared<engine::Model>(std::move(m).value());
 }
 
+std::unique_ptr<engine::Tokenizer> load_tokenizer_or_report(const char* cmd, const std::string& dir,
+                                                            const engine::Model& model,
+                                                            int& exit_code) {
+  auto t = engine::load_tokenizer(dir, model);
+  if (t.ok()) return std::move(t).value();
+  std::fprintf(stderr, "sparrow %s: %s\n", cmd, t.status().message().c_str());
+  exit_code = t.status().code() == Code::corrupt_data ? 1 : kExitBadArgs;
+  return nullptr;
+}
+
 std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const std::string& backend,
                                                         std::shared_ptr<const engine::Model> model,
                                                         const engine::BackendOptions& opt,

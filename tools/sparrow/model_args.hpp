@@ -1,11 +1,12 @@
-// What `run`, `perplexity` and `bench-model` share: loading a model directory and making the
-// backend the user asked for, with errors printed the same way.
+// What `run`, `perplexity`, `calibrate` and `bench-model` share: loading a model directory, its
+// tokenizer and the backend the user asked for, with errors printed the same way.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "sparrow/engine/backend.hpp"
+#include "sparrow/engine/tokenizer.hpp"
 
 namespace sparrow::cli {
 
@@ -18,6 +19,12 @@ std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const s
                                                         std::shared_ptr<const engine::Model> model,
                                                         const engine::BackendOptions& opt,
                                                         int& exit_code);
+
+// The model directory's tokenizer (engine::load_tokenizer); on failure prints the reason and sets
+// `exit_code` (no usable tokenizer 2, an unreadable tokenizer.model 1) and returns null.
+std::unique_ptr<engine::Tokenizer> load_tokenizer_or_report(const char* cmd, const std::string& dir,
+                                                            const engine::Model& model,
+                                                            int& exit_code);
 
 // "1.2 MB", "3.4 GB".
 std::string human_bytes(size_t bytes);

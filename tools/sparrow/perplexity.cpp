@@ -31,15 +31,14 @@ int run_perplexity(const PerplexityArgs& a) {
 
   auto model = load_model_or_report("perplexity", a.model_dir);
   if (!model) return 1;
-  if (!model->byte_level) {
-    return fail_args("model '" + model->name +
-                     "' is not byte-level and sparrow has no tokenizer for it yet");
-  }
-  std::vector<int32_t> ids;
-  for (unsigned char ch : text) ids.push_back(int32_t(ch));
-  if (ids.size() < 2) return fail_args("--text needs at least 2 bytes");
-
   int exit_code = 0;
+  const auto tokenizer = load_tokenizer_or_report("perplexity", a.model_dir, *model, exit_code);
+  if (!tokenizer) return exit_code;
+  auto encoded = tokenizer->encode(text);
+  if (!encoded.ok()) return fail_args(encoded.status().message());
+  const std::vector<int32_t> ids = std::move(encoded).value();
+  if (ids.size() < 2) return fail_args("--text needs at least 2 tokens");
+
   auto backend = make_backend_or_report("perplexity", a.backend, model, {}, exit_code);
   if (!backend) return exit_code;
   const auto t0 = std::chrono::steady_clock::now();
@@ -51,11 +50,12 @@ int run_perplexity(const PerplexityArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("model %s  sparsity %.3f  backend %s  ctx %lld\n", model->name.c_str(),
               model->sparsity(), backend->name(), (long long)a.ctx);
+  // Byte-level: a token is a byte. Otherwise bits per token (a token's bytes vary).
   std::printf(
       "windows %lld  scored tokens %lld  mean NLL %.4f nats  perplexity %.4f  "
-      "bits per byte %.4f\n",
+      "bits per %s %.4f\n",
       (long long)r->windows, (long long)r->scored_tokens, r->mean_nll, r->perplexity,
-      r->bits_per_token);
+      model->byte_level ? "byte" : "token", r->bits_per_token);
   std::fprintf(stderr, "sparrow perplexity: %.2f s (%.0f tokens/s)\n", secs,
                double(r->scored_tokens + r->windows) / std::max(secs, 1e-9));
   return 0;
@@ -66,9 +66,11 @@ int run_perplexity(const PerplexityArgs& a) {
 void register_perplexity(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "perplexity", "Perplexity of a byte-level model on a text file (non-overlapping windows)");
+      "perplexity",
+      "Perplexity of a model on a text file (non-overlapping windows); the text is tokenized "
+      "as `run -p` does (byte-level or tokenizer.model)");
   cmd->add_option("-m,--model", args->model_dir, "model directory")->required();
-  cmd->add_option("--text", args->text_file, "text file (its bytes are the tokens)")->required();
+  cmd->add_option("--text", args->text_file, "text file (tokenized by the model's tokenizer)")->required();
   cmd->add_option("--ctx", args->ctx, "window length in tokens")->capture_default_str();
   cmd->add_option("--backend", args->backend, "gpu, cpu or auto")->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_perplexity(*args); });

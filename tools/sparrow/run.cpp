@@ -2,12 +2,14 @@
 //   --tokens: prints "tokens: <ids>" on stdout (for scripts); -p on a byte-level model: prints
 //   the prompt and its continuation as text. Timings and diagnostics go to stderr.
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "sparrow/commands.hpp"
 #include "sparrow/engine/generate.hpp"
+#include "sparrow/engine/tokenizer.hpp"
 #include "sparrow/model_args.hpp"
 
 namespace sparrow::cli {
@@ -60,17 +62,19 @@ int run_run(const RunArgs& a) {
   auto model = load_model_or_report("run", a.model_dir);
   if (!model) return 1;
   std::vector<int32_t> prompt;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
   if (!a.tokens.empty()) {
     auto ids = parse_ids(a.tokens);
     if (!ids.ok()) return fail_args(ids.status().message());
     prompt = ids.value();
   } else {
-    if (!model->byte_level) {
-      return fail_args("model '" + model->name +
-                       "' has no tokenizer sparrow can use (only byte-level models take text); "
-                       "pass token ids with --tokens 1,2,3");
-    }
-    for (unsigned char ch : a.prompt) prompt.push_back(int32_t(ch));
+    int exit_code = 0;
+    tokenizer = load_tokenizer_or_report("run", a.model_dir, *model, exit_code);
+    if (!tokenizer) return exit_code;
+    auto ids = tokenizer->encode(a.prompt);
+    if (!ids.ok()) return fail_args(ids.status().message());
+    prompt = ids.value();
+    if (prompt.empty()) return fail_args("the prompt is empty");
   }
 
   engine::BackendOptions opt;
@@ -90,10 +94,10 @@ int run_run(const RunArgs& a) {
       std::string line = "tokens:";
       for (int32_t t : seq) line += " " + std::to_string(t);
       std::printf("%s\n", line.c_str());
-    } else {
-      std::string text = a.prompt;
-      for (int32_t t : seq) text.push_back(char(t));
-      std::printf("%s\n", text.c_str());
+    } else {  // the prompt and its continuation, decoded together
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), seq.begin(), seq.end());
+      std::printf("%s\n", tokenizer->decode(all).c_str());
     }
   }
   std::fflush(stdout);
@@ -119,11 +123,13 @@ void register_run(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Generate tokens with a Llama-family model (dense or sparse sparrow checkpoint). "
-      "Text prompts work for byte-level models (vocab 256, no tokenizer file); other "
-      "models take token ids with --tokens.");
+      "Text prompts work for byte-level models (vocab 256, no tokenizer file) and for models "
+      "with a SentencePiece tokenizer.model (when built with libsentencepiece); any model takes "
+      "token ids with --tokens.");
   cmd->add_option("-m,--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
-  cmd->add_option("-p,--prompt", args->prompt, "prompt text (byte-level models only)");
+  cmd->add_option("-p,--prompt", args->prompt,
+                  "prompt text (byte-level models, or a SentencePiece tokenizer.model)");
   cmd->add_option("--tokens", args->tokens, "prompt token ids, e.g. 1,2,3; prints 'tokens: ...'");
   cmd->add_option("-n,--n-predict", args->n, "tokens to generate")->capture_default_str();
   cmd->add_option("--temp", args->temperature, "sampling temperature (0: greedy)")
