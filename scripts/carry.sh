@@ -22,12 +22,21 @@ for bin in sparrow sparrow_gpu_tests; do
   strip --strip-debug "$DEST/bin/$bin" 2>/dev/null || true
   [ "${CARRY_GZIP:-0}" = 1 ] && gzip -f -9 "$DEST/bin/$bin"
 done
+# Shared libraries the GPU machine may not have (libsentencepiece, when the build found it):
+# next to the binaries in DEST/lib, where their RPATH ($ORIGIN/../lib) looks first.
+rm -rf "$DEST/lib"
+for bin in sparrow sparrow_gpu_tests; do
+  for lib in $(ldd "$BUILD/$bin" 2>/dev/null | awk '/sentencepiece/ {print $3}'); do
+    mkdir -p "$DEST/lib"
+    cp -L "$lib" "$DEST/lib/"
+  done
+done
 cp "$ROOT"/scripts/gpu-test.sh "$ROOT"/scripts/bench_summary.py "$DEST/scripts/"
 [ -f "$ROOT/scripts/check_safetensors.py" ] && cp "$ROOT/scripts/check_safetensors.py" "$DEST/scripts/"
 [ -d "$ROOT/scripts/gpu-test.d" ] && cp -r "$ROOT/scripts/gpu-test.d" "$DEST/scripts/"
 size_kib=$(du -sk "$DEST" | cut -f1)
 echo "carry.sh: staged $DEST ($((size_kib / 1024)) MiB; the limit is 64 MiB):"
-ls -la "$DEST/bin" "$DEST/scripts"
+ls -la "$DEST/bin" "$DEST/scripts" $([ -d "$DEST/lib" ] && echo "$DEST/lib")
 if [ "$size_kib" -gt $((64 * 1024)) ]; then
   echo "carry.sh: $DEST is larger than 64 MiB: it cannot travel" >&2
   exit 1
