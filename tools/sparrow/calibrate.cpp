@@ -33,11 +33,9 @@ int run_calibrate(const CalibrateArgs& a) {
   auto model = load_model_or_report("calibrate", a.model_dir);
   if (!model) return 1;
   int exit_code = 0;
-  const auto tokenizer = load_tokenizer_or_report("calibrate", a.model_dir, *model, exit_code);
-  if (!tokenizer) return exit_code;
-  auto encoded = tokenizer->encode(text);
-  if (!encoded.ok()) return fail_args(encoded.status().message());
-  const std::vector<int32_t> ids = std::move(encoded).value();
+  const auto tokens = tokenize_or_report("calibrate", a.model_dir, *model, text, exit_code);
+  if (!tokens) return exit_code;
+  const std::vector<int32_t>& ids = *tokens;
   auto norms = engine::input_channel_norms(model, ids, a.ctx);
   if (!norms.ok()) {
     std::fprintf(stderr, "sparrow calibrate: %s\n", norms.status().to_string().c_str());

@@ -26,6 +26,20 @@ std::unique_ptr<engine::Tokenizer> load_tokenizer_or_report(const char* cmd, con
   return nullptr;
 }
 
+std::optional<std::vector<int32_t>> tokenize_or_report(const char* cmd, const std::string& dir,
+                                                       const engine::Model& model,
+                                                       const std::string& text, int& exit_code) {
+  const auto tokenizer = load_tokenizer_or_report(cmd, dir, model, exit_code);
+  if (!tokenizer) return std::nullopt;
+  auto ids = tokenizer->encode(text);
+  if (!ids.ok()) {
+    std::fprintf(stderr, "sparrow %s: %s\n", cmd, ids.status().message().c_str());
+    exit_code = kExitBadArgs;
+    return std::nullopt;
+  }
+  return std::move(ids).value();
+}
+
 std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const std::string& backend,
                                                         std::shared_ptr<const engine::Model> model,
                                                         const engine::BackendOptions& opt,

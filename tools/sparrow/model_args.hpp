@@ -2,8 +2,11 @@
 // tokenizer and the backend the user asked for, with errors printed the same way.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/tokenizer.hpp"
@@ -25,6 +28,12 @@ std::unique_ptr<engine::Backend> make_backend_or_report(const char* cmd, const s
 std::unique_ptr<engine::Tokenizer> load_tokenizer_or_report(const char* cmd, const std::string& dir,
                                                             const engine::Model& model,
                                                             int& exit_code);
+
+// `text` as the model's token ids (load_tokenizer_or_report, then encode); on failure prints the
+// reason, sets `exit_code` and returns nothing.
+std::optional<std::vector<int32_t>> tokenize_or_report(const char* cmd, const std::string& dir,
+                                                       const engine::Model& model,
+                                                       const std::string& text, int& exit_code);
 
 // "1.2 MB", "3.4 GB".
 std::string human_bytes(size_t bytes);

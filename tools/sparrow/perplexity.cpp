@@ -32,11 +32,9 @@ int run_perplexity(const PerplexityArgs& a) {
   auto model = load_model_or_report("perplexity", a.model_dir);
   if (!model) return 1;
   int exit_code = 0;
-  const auto tokenizer = load_tokenizer_or_report("perplexity", a.model_dir, *model, exit_code);
-  if (!tokenizer) return exit_code;
-  auto encoded = tokenizer->encode(text);
-  if (!encoded.ok()) return fail_args(encoded.status().message());
-  const std::vector<int32_t> ids = std::move(encoded).value();
+  const auto tokens = tokenize_or_report("perplexity", a.model_dir, *model, text, exit_code);
+  if (!tokens) return exit_code;
+  const std::vector<int32_t>& ids = *tokens;
   if (ids.size() < 2) return fail_args("--text needs at least 2 tokens");
 
   auto backend = make_backend_or_report("perplexity", a.backend, model, {}, exit_code);
