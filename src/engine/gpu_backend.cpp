@@ -406,15 +406,17 @@ class GpuBackend final : public Backend {
       if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
         SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, h,
                                        stream_, with_scratch()));
-        SPARROW_RETURN_IF_ERROR(gpu::swiglu_fused(gate_.get(), gate_up_.get(), R,
-                                                  cfg.intermediate, dt_, stream_));
+        const void* up = static_cast<const char*>(gate_up_.get()) +
+                         size_t(cfg.intermediate) * dtype_size(dt_);
+        SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R, cfg.intermediate,
+                                            2 * cfg.intermediate, dt_, stream_));
       } else {
         SPARROW_RETURN_IF_ERROR(
             matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
         SPARROW_RETURN_IF_ERROR(
             matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
-        SPARROW_RETURN_IF_ERROR(
-            gpu::swiglu(gate_.get(), up_.get(), R * cfg.intermediate, dt_, stream_));
+        SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
+                                            cfg.intermediate, cfg.intermediate, dt_, stream_));
       }
       SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
                                      view(gate_, R, cfg.intermediate), stream_, residual));
@@ -500,10 +502,9 @@ class GpuBackend final : public Backend {
   DeviceArray expand_;
   size_t expand_bytes_ = 0;
 
-  // Options for every matmul of a pass: the expand scratch, plus the caller's bias/accumulate.
-  // Every matmul of a pass: the expand scratch, and a dependent launch (the weights are uploaded
-  // once by copies, never written by a kernel, so a matmul may read them while the previous
-  // kernel of the step still runs).
+  // Options for every matmul of a pass: the caller's bias/accumulate, the expand scratch, and a
+  // dependent launch (the weights are uploaded once by copies, never written by a kernel, so a
+  // matmul may read them while the previous kernel of the step still runs).
   MatmulOptions with_scratch(MatmulOptions o = {}) const {
     o.workspace = expand_.get();
     o.workspace_bytes = expand_bytes_;

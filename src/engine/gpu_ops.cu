@@ -124,23 +124,17 @@ __global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, i
   }
 }
 
+// out[r, j] = silu(gate[r * ld + j]) * up[r * ld + j] over rows x cols; out is packed (rows, cols)
+// and may be gate itself (each element is read before it is written).
 template <class T>
-__global__ void swiglu_kernel(T* gate, const T* up, int64_t n) {
-  kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float g = to_f(gate[i]);
-  gate[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(up[i]));
-}
-
-template <class T>
-__global__ void swiglu_fused_kernel(T* out, const T* gate_up, int64_t rows, int64_t cols) {
+__global__ void swiglu_kernel(T* out, const T* gate, const T* up, int64_t rows, int64_t cols,
+                              int64_t ld) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
-  const int64_t r = i / cols, j = i % cols;
-  const float g = to_f(gate_up[r * 2 * cols + j]);
-  out[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(gate_up[r * 2 * cols + cols + j]));
+  const int64_t at = i / cols * ld + i % cols;
+  const float g = to_f(gate[at]);
+  out[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(up[at]));
 }
 
 template <class T>
@@ -236,6 +230,47 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
 constexpr int kAttnWarps = 4;
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
 
+// Keys [begin, end) of block (row at `pos`, `split`): fixed ranges of split_len, or (split_len 0)
+// the row's pos + 1 keys shared evenly by the n_splits blocks, so a decode step early in a long
+// context still spreads its keys over every block instead of leaving most of them empty. With
+// no keys (past the row's position) the block writes an empty partial and returns false.
+__device__ __forceinline__ bool split_keys(int64_t pos, int64_t split, int64_t split_len,
+                                           int64_t n_splits, float* part, int64_t& begin,
+                                           int64_t& end) {
+  const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
+  begin = split * per;
+  end = min(begin + per, pos + 1);
+  if (begin < end) return true;
+  if (threadIdx.x == 0) {
+    part[0] = -INFINITY;
+    part[1] = 0.0f;
+  }
+  return false;
+}
+
+// The block's partial (m, l, acc[hd]) from its warps' online-softmax states in shared memory
+// (sm, sl: one per warp; sacc: kAttnWarps rows of `ld` floats): the largest m of the warps that
+// saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads().
+__device__ __forceinline__ void write_block_partial(float* part, const float* sm, const float* sl,
+                                                    const float* sacc, int ld, int64_t hd) {
+  float M = -INFINITY;
+  for (int w = 0; w < kAttnWarps; ++w)
+    if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
+  if (threadIdx.x == 0) {
+    float L = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+    part[0] = M;
+    part[1] = L;
+  }
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (sl[w] > 0.0f) a += sacc[w * ld + d] * __expf(sm[w] - M);
+    part[2 + d] = a;
+  }
+}
+
 // Block (row, head, split): 4 warps take the split's keys in turn, each keeping an online
 // softmax (running max m, sum l, output acc) for its keys; lane L holds elements L, L+32, ... of
 // q and acc. The warps merge in shared memory and the block writes (m, l, acc[head_dim]).
@@ -251,20 +286,9 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   const int64_t kvh = head / (s.heads / s.kv_heads);
   const int64_t kvd = s.kv_heads * hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // Keys [begin, end): fixed ranges of split_len, or (split_len 0) this row's pos + 1 keys shared
-  // evenly by the n_splits blocks, so a decode step early in a long context still spreads its
-  // keys over every block instead of leaving most of them empty.
-  const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
-  const int64_t begin = split * per;
-  const int64_t end = min(begin + per, pos + 1);
   float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
-  if (begin >= end) {  // past this row's position: an empty split
-    if (threadIdx.x == 0) {
-      part[0] = -INFINITY;
-      part[1] = 0.0f;
-    }
-    return;
-  }
+  int64_t begin, end;
+  if (!split_keys(pos, split, split_len, n_splits, part, begin, end)) return;
 
   const float scale = rsqrtf(float(hd));
   float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
@@ -310,21 +334,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) sacc[warp][lane + 32 * e] = acc[e];
   __syncthreads();
-  float M = -INFINITY;
-  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sm[w]);
-  if (threadIdx.x == 0) {
-    float L = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
-      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
-    part[0] = M;
-    part[1] = L;
-  }
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
-    float a = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
-      if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
-    part[2 + d] = a;
-  }
+  write_block_partial(part, sm, sl, &sacc[0][0], 32 * kMaxDimPerLane, hd);
 }
 
 // The same block for head_dim = 8 * G (G = 8, 16, 32: head_dim 64, 128, 256), the common case:
@@ -346,17 +356,9 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   const int64_t kvd = s.kv_heads * hd;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane % G, kk = lane / G;  // dims [8g, 8g + 8) of key slot kk
-  const int64_t per = split_len > 0 ? split_len : (pos + n_splits) / n_splits;
-  const int64_t begin = split * per;
-  const int64_t end = min(begin + per, pos + 1);
   float* part = partials + ((r * s.heads + head) * n_splits + split) * (hd + 2);
-  if (begin >= end) {
-    if (threadIdx.x == 0) {
-      part[0] = -INFINITY;
-      part[1] = 0.0f;
-    }
-    return;
-  }
+  int64_t begin, end;
+  if (!split_keys(pos, split, split_len, n_splits, part, begin, end)) return;
   const float scale = rsqrtf(float(hd));
   float qv[8], acc[8];
   const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd + 8 * g;
@@ -419,7 +421,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     l = l * a + lo * c;
     m = mt;
   }
-  // Then the warps, as in attention_split_kernel.
+  // Then the warps (write_block_partial).
   __shared__ float sm[kAttnWarps], sl[kAttnWarps];
   __shared__ float sacc[kAttnWarps][hd];
   if (lane == 0) {
@@ -431,22 +433,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     for (int e = 0; e < 8; ++e) sacc[warp][8 * lane + e] = acc[e];
   }
   __syncthreads();
-  float M = -INFINITY;
-  for (int w = 0; w < kAttnWarps; ++w)
-    if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
-  if (threadIdx.x == 0) {
-    float L = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
-      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
-    part[0] = M;
-    part[1] = L;
-  }
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float a = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
-      if (sl[w] > 0.0f) a += sacc[w][d] * __expf(sm[w] - M);
-    part[2 + d] = a;
-  }
+  write_block_partial(part, sm, sl, &sacc[0][0], hd, hd);
 }
 
 // Block (row, head): combines the splits' partials into the output row.
@@ -551,24 +538,14 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   });
 }
 
-Status swiglu_fused(void* out, const void* gate_up, int64_t rows, int64_t cols, DType t,
-                    Stream stream) {
+Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t cols,
+              int64_t ld, DType t, Stream stream) {
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     return cuda_status(
-        launch_kernel(kDependent, swiglu_fused_kernel<T>, dim3(blocks_for(rows * cols, 256)),
-                      dim3(256), 0, stream, static_cast<T*>(out), static_cast<const T*>(gate_up),
-                      rows, cols),
-        "swiglu_fused launch");
-  });
-}
-
-Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream) {
-  return dispatch_dtype(t, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    return cuda_status(
-        launch_kernel(kDependent, swiglu_kernel<T>, dim3(blocks_for(n, 256)), dim3(256), 0, stream,
-                      static_cast<T*>(gate), static_cast<const T*>(up), n),
+        launch_kernel(kDependent, swiglu_kernel<T>, dim3(blocks_for(rows * cols, 256)), dim3(256),
+                      0, stream, static_cast<T*>(out), static_cast<const T*>(gate),
+                      static_cast<const T*>(up), rows, cols, ld),
         "swiglu launch");
   });
 }

@@ -47,12 +47,11 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
                  int64_t n_splits, DType t, Stream stream);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
 
-// gate = silu(gate) * up, element-wise over n values.
-Status swiglu(void* gate, const void* up, int64_t n, DType t, Stream stream);
-// out[r, j] = silu(gate_up[r, j]) * gate_up[r, cols + j]: gate and up as the two column blocks of
-// one fused projection output (rows, 2 * cols); out is (rows, cols).
-Status swiglu_fused(void* out, const void* gate_up, int64_t rows, int64_t cols, DType t,
-                    Stream stream);
+// out[r, j] = silu(gate[r * ld + j]) * up[r * ld + j] for r < rows, j < cols; out is packed
+// (rows, cols) and may be gate. Separate gate and up buffers: ld = cols; [gate | up] column blocks
+// of one fused projection output: up = gate + cols, ld = 2 * cols.
+Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+              DType t, Stream stream);
 
 // dst[b, :] = src[b * count + count - 1, :] (the last row of each sequence).
 Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,

@@ -103,7 +103,7 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
         return engine::gpu::rms_norm(x, w, 1e-5f, out, 1, hidden, t, s);
       }));
   row("swiglu (11008)", time_op([&](cudaStream_t s) {
-        return engine::gpu::swiglu(gate, up, inter, t, s);
+        return engine::gpu::swiglu(gate, gate, up, 1, inter, inter, t, s);
       }));
   row("argmax (32000)", time_op([&](cudaStream_t s) {
         return engine::gpu::argmax(logits, ids + 8, 1, vocab, t, s);
