@@ -1,7 +1,7 @@
 // Tokenizers of include/sparrow/engine/tokenizer.hpp.
 #include "sparrow/engine/tokenizer.hpp"
 
-#include <fstream>
+#include <filesystem>
 
 #ifdef SPARROW_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -10,8 +10,6 @@
 namespace sparrow::engine {
 
 namespace {
-
-bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
 class ByteTokenizer final : public Tokenizer {
  public:
@@ -76,7 +74,7 @@ bool has_sentencepiece() {
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& dir, const Model& model) {
   const std::string sp_path = dir + "/tokenizer.model";
-  if (file_exists(sp_path)) {
+  if (std::filesystem::exists(sp_path)) {
 #ifdef SPARROW_HAVE_SENTENCEPIECE
     auto t = std::make_unique<SentencePieceTokenizer>();
     SPARROW_RETURN_IF_ERROR(t->load(sp_path, model.config.vocab));
@@ -88,7 +86,7 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& dir, const 
 #endif
   }
   if (model.byte_level) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
-  if (file_exists(dir + "/tokenizer.json")) {
+  if (std::filesystem::exists(dir + "/tokenizer.json")) {
     return invalid_argument("'" + dir + "' has only tokenizer.json (BPE), which sparrow cannot "
                             "read yet; pass token ids with --tokens 1,2,3");
   }

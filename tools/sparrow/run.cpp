@@ -1,6 +1,7 @@
 // sparrow run: generate tokens from a model directory on the GPU or CPU backend.
-//   --tokens: prints "tokens: <ids>" on stdout (for scripts); -p on a byte-level model: prints
-//   the prompt and its continuation as text. Timings and diagnostics go to stderr.
+//   --tokens: prints "tokens: <ids>" on stdout (for scripts); -p (through the model's tokenizer,
+//   engine::load_tokenizer): prints the prompt and its continuation as text. Timings and
+//   diagnostics go to stderr.
 #include <cstdio>
 #include <memory>
 #include <sstream>
