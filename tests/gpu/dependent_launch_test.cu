@@ -56,33 +56,40 @@ TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   struct Case {
+    Format format;
     int64_t rows, cols;
     double sparsity;
     const char* pattern;
+    int64_t tokens;
   };
-  // A warp per row (50 %), half warps (95 %), uneven rows, and few long rows (row pieces).
-  const Case cases[] = {{3001, 4099, 0.5, "random"},
-                        {3001, 4099, 0.95, "random"},
-                        {2005, 3003, 0.7, "magnitude"},
-                        {300, 20011, 0.5, "random"}};
+  // macko: a warp per row (50 %), half warps (95 %), uneven rows, and few long rows (row pieces).
+  // dense (dense.gemv, which loads its first weights before waiting): one and 16-token tiles.
+  const Case cases[] = {{Format::macko, 3001, 4099, 0.5, "random", 1},
+                        {Format::macko, 3001, 4099, 0.95, "random", 1},
+                        {Format::macko, 2005, 3003, 0.7, "magnitude", 1},
+                        {Format::macko, 300, 20011, 0.5, "random", 1},
+                        {Format::dense, 3001, 4099, 0.0, "random", 1},
+                        {Format::dense, 1003, 4096, 0.0, "random", 9}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
     for (DType t : {DType::fp16, DType::bf16}) {
-      const std::string what = std::string(dtype_name(t)) + " " + std::to_string(c.rows) + "x" +
-                               std::to_string(c.cols) + " " + c.pattern + " " +
-                               std::to_string(c.sparsity);
+      const std::string what = std::string(format_name(c.format)) + " " + dtype_name(t) + " " +
+                               std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
+                               c.pattern + " " + std::to_string(c.sparsity) + " N=" +
+                               std::to_string(c.tokens);
       const HostMatrix hw = make_weight(t, c.pattern, c.rows, c.cols, c.sparsity, seed);
-      auto hostw = encode(Format::macko, hw.view());
+      auto hostw = encode(c.format, hw.view());
       ASSERT_TRUE(hostw.ok()) << hostw.status().to_string();
       auto dw = to_device(hostw.value());
       ASSERT_TRUE(dw.ok()) << dw.status().to_string();
-      const HostMatrix x = patterns::dense_random(t, 1, c.cols, seed + 1);
+      const HostMatrix x = patterns::dense_random(t, c.tokens, c.cols, seed + 1);
       const DeviceMatrix src = DeviceMatrix::upload(x);
-      DeviceMatrix dx = DeviceMatrix::alloc(t, 1, c.cols), dy = DeviceMatrix::alloc(t, 1, c.rows);
+      DeviceMatrix dx = DeviceMatrix::alloc(t, c.tokens, c.cols);
+      DeviceMatrix dy = DeviceMatrix::alloc(t, c.tokens, c.rows);
       dx.poison();
       dy.poison();
       CUDA_OK(cudaDeviceSynchronize());
-      CUDA_OK(produce_late(dx.view.data, src.view.data, c.cols, s));
+      CUDA_OK(produce_late(dx.view.data, src.view.data, c.tokens * c.cols, s));
       MatmulOptions opt;
       opt.dependent_launch = true;
       const Status st = matmul(dy.view, dw.value(), dx.view, s, opt);

@@ -11,6 +11,7 @@
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
 
 namespace sparrow::kernels::dense_gemv {
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                 const T* __restrict__ bias, bool accumulate, bool x_vec) {
+  let_next_launch();
   constexpr int U = Config::kStepsInFlight / MT;  // the same weight bytes in flight per lane
   __shared__ float partial[Config::kMaxWarps][MT * NT * 4][32];  // (warp, acc register, lane)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -58,11 +60,16 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 #pragma unroll
     for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  for (int64_t s0 = warp; s0 < steps; s0 += int64_t(warps) * U) {
-    uint4 a[U][MT][2], b[U][NT];  // rows g, g+8 of each M tile; tokens g (+8) of X
+  // A warp's U in-flight steps are adjacent in K: each of its rows is read as one run of
+  // 4 * U * 16 bytes. (Steps U apart by the block's warps, as before session 6, ran 2-10 % slower
+  // on the large shapes: more rows open at once for the same bytes.)
+  const int64_t first = int64_t(warp) * U;
+  const int64_t stride = int64_t(warps) * U;
+  uint4 a[U][MT][2];  // (step, M tile, rows g and g+8)
+  auto load_w = [&](int64_t s0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t chunk = (s0 + int64_t(u) * warps) * 4 + t;
+      const int64_t chunk = (s0 + u) * 4 + t;
       const bool in_k = chunk < chunks;
 #pragma unroll
       for (int i = 0; i < MT; ++i)
@@ -71,6 +78,21 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           const int64_t row = row_base + 16 * i + g + 8 * h;
           a[u][i][h] = (in_k && row < m) ? load_stream16(w + row * ldw + chunk * 8) : zero;
         }
+    }
+  };
+  // The first steps' weights are loaded before waiting for the kernel that writes X (dependent
+  // launch); nothing before wait_for_previous() touches X or Y.
+  if (first < steps) load_w(first);
+  wait_for_previous();
+  for (int64_t s0 = first; s0 < steps; s0 += stride) {
+    if (s0 != first) load_w(s0);
+    // All U steps' X chunks (L1 hits) before the first mma: loading each next to its use (fewer
+    // registers) ran 4-14 % slower.
+    uint4 b[U][NT];  // (step, tokens g and g+8)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t chunk = (s0 + u) * 4 + t;
+      const bool in_k = chunk < chunks;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int token = g + 8 * j;
@@ -112,16 +134,19 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream st
     const int mt = nt <= 8 ? 1 : 2;
     const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
+    // Only the first pass may start before the previous kernel ends: a later pass follows this one.
+    const bool dependent = p.opt.dependent_launch && t0 == 0;
+    cudaError_t err;
     if (mt == 1) {
-      gemv_kernel<T, 1, 1><<<grid, block, 0, stream>>>(w, dm.ld, dm.shape.rows, dm.shape.cols,
-                                                       xp, p.x.ld, nt, yp, p.y.ld, bias,
-                                                       p.opt.accumulate, x_vec);
+      err = launch_kernel(dependent, gemv_kernel<T, 1, 1>, grid, block, 0, stream, w, dm.ld,
+                          dm.shape.rows, dm.shape.cols, xp, p.x.ld, nt, yp, p.y.ld, bias,
+                          p.opt.accumulate, x_vec);
     } else {
-      gemv_kernel<T, 2, 2><<<grid, block, 0, stream>>>(w, dm.ld, dm.shape.rows, dm.shape.cols,
-                                                       xp, p.x.ld, nt, yp, p.y.ld, bias,
-                                                       p.opt.accumulate, x_vec);
+      err = launch_kernel(dependent, gemv_kernel<T, 2, 2>, grid, block, 0, stream, w, dm.ld,
+                          dm.shape.rows, dm.shape.cols, xp, p.x.ld, nt, yp, p.y.ld, bias,
+                          p.opt.accumulate, x_vec);
     }
-    SPARROW_CUDA_CHECK_LAUNCH("dense.gemv");
+    SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
   return Status::success();
 }

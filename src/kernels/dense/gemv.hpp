@@ -12,7 +12,10 @@ struct Config {
   static constexpr int kRowsPerTile = 16;     // one mma.m16n8k16 M tile; a block has 1 or 2
   static constexpr int kStepK = 32;           // K elements a warp consumes per step (4 lanes x 8)
   static constexpr int kStepsInFlight = 4;    // steps whose loads a lane issues before any mma
-  static constexpr int kMaxWarps = 8;         // warps of a block, splitting K between them
+  // Warps of a block, splitting K between them. 12: 4096-row weights (256 blocks) get 23 warps per
+  // SM in one wave (74 registers: 24 resident); 8 gave them 15 (4096x4096 N = 8: 14.5 -> 14.0 µs),
+  // 16 a second wave (15.0 µs at N = 1). Session 6, bench/NOTES-decode.md.
+  static constexpr int kMaxWarps = 12;
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
   // ~32 warps per SM in total. Measured (bench/NOTES-decode.md): sizing blocks for exactly one
   // wave of resident warps instead (3 warps per block on 11008 rows) was 3 % slower.
