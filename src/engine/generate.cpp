@@ -24,7 +24,7 @@ Status Backend::forward_greedy(const int32_t* tokens, int batch, int64_t count,
 }
 
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
-                            const SamplingParams& sampling) {
+                            const SamplingParams& sampling, bool stop_at_eos) {
   SPARROW_RETURN_IF_ERROR(sampling.check());
   if (prompts.empty()) return invalid_argument("generate: no prompt");
   const int batch = int(prompts.size());
@@ -75,10 +75,26 @@ Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>&
   if (n > 0) SPARROW_RETURN_IF_ERROR(step(in.data(), len));
   g.prefill_seconds = seconds_since(t0);
 
+  const std::vector<int32_t>& eos = b.model().config.eos_ids;
+  auto is_eos = [&](int32_t t) {
+    return stop_at_eos && std::find(eos.begin(), eos.end(), t) != eos.end();
+  };
+  g.stopped_at_eos.assign(size_t(batch), false);
+  int running = batch;
   t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    for (int s = 0; s < batch; ++s) g.tokens[size_t(s)].push_back(next[size_t(s)]);
-    if (i + 1 == n) break;
+  for (int64_t i = 0; i < n && running > 0; ++i) {
+    for (int s = 0; s < batch; ++s) {
+      if (g.stopped_at_eos[size_t(s)]) continue;
+      g.tokens[size_t(s)].push_back(next[size_t(s)]);
+      if (is_eos(next[size_t(s)])) {
+        g.stopped_at_eos[size_t(s)] = true;
+        --running;
+      }
+    }
+    ++g.steps;
+    if (i + 1 == n || running == 0) break;
+    // Stopped sequences are fed their last pick too: rows are independent, so this does not
+    // change the others, and the batch keeps one shape (and one captured graph on the GPU).
     std::vector<int32_t> fed = next;
     SPARROW_RETURN_IF_ERROR(step(fed.data(), 1));
   }

@@ -86,6 +86,8 @@ Result<LlamaConfig> llama_config(const io::ModelConfig& in) {
   c.rms_eps = in.norm_eps;
   c.tied_embeddings = in.tie_word_embeddings;
   c.qkv_bias = in.attention_bias;
+  for (int64_t id : in.eos_token_ids)
+    if (id < c.vocab) c.eos_ids.push_back(int32_t(id));  // others can never be generated
   SPARROW_RETURN_IF_ERROR(c.check());
   return c;
 }

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "engine/tokenizer_json.hpp"
+
 #ifdef SPARROW_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
 #endif
@@ -74,24 +76,29 @@ bool has_sentencepiece() {
 
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& dir, const Model& model) {
   const std::string sp_path = dir + "/tokenizer.model";
+  const std::string json_path = dir + "/tokenizer.json";
+  const bool has_json = std::filesystem::exists(json_path);
   if (std::filesystem::exists(sp_path)) {
 #ifdef SPARROW_HAVE_SENTENCEPIECE
     auto t = std::make_unique<SentencePieceTokenizer>();
     SPARROW_RETURN_IF_ERROR(t->load(sp_path, model.config.vocab));
     return std::unique_ptr<Tokenizer>(std::move(t));
 #else
-    return unsupported("'" + sp_path + "' is a SentencePiece model and this build of sparrow has "
-                       "no libsentencepiece (run scripts/setup.sh and rebuild), or pass "
-                       "--tokens 1,2,3");
+    if (!has_json) {
+      return unsupported("'" + sp_path + "' is a SentencePiece model and this build of sparrow "
+                         "has no libsentencepiece (run scripts/setup.sh and rebuild), or pass "
+                         "--tokens 1,2,3");
+    }
 #endif
   }
-  if (model.byte_level) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
-  if (std::filesystem::exists(dir + "/tokenizer.json")) {
-    return invalid_argument("'" + dir + "' has only tokenizer.json (BPE), which sparrow cannot "
-                            "read yet; pass token ids with --tokens 1,2,3");
+  if (has_json) {
+    SPARROW_ASSIGN_OR_RETURN(auto t, JsonTokenizer::load(json_path, model.config.vocab));
+    return std::unique_ptr<Tokenizer>(std::move(t));
   }
-  return invalid_argument("model '" + model.name + "' has no tokenizer file (tokenizer.model) and "
-                          "is not byte-level; pass token ids with --tokens 1,2,3");
+  if (model.byte_level) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
+  return invalid_argument("model '" + model.name + "' has no tokenizer file (tokenizer.model or "
+                          "tokenizer.json) and is not byte-level; pass token ids with "
+                          "--tokens 1,2,3");
 }
 
 }  // namespace sparrow::engine

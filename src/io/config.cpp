@@ -68,6 +68,21 @@ Status read_rope(const json& r, ModelConfig& c) {
   return Status::success();
 }
 
+// eos_token_id: an integer, a list of integers, or null / absent (none).
+Status read_eos(const json& j, std::vector<int64_t>& out) {
+  out.clear();
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::success();
+  const json& e = j["eos_token_id"];
+  const json list = e.is_array() ? e : json::array({e});
+  for (const json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      return invalid_argument("config.json \"eos_token_id\" is not a token id or a list of them");
+    }
+    out.push_back(id.get<int64_t>());
+  }
+  return Status::success();
+}
+
 Status check_positive(int64_t v, const char* what) {
   if (v <= 0) {
     return invalid_argument(std::string("config.json ") + what + " must be positive (got " +
@@ -109,10 +124,7 @@ Result<ModelConfig> parse_config(const std::string& text) {
       j["bos_token_id"].is_number_integer()) {
     c.bos_token_id = v;
   }
-  if (get_int(j, "eos_token_id", v, false).ok() && j.contains("eos_token_id") &&
-      j["eos_token_id"].is_number_integer()) {
-    c.eos_token_id = v;
-  }
+  SPARROW_RETURN_IF_ERROR(read_eos(j, c.eos_token_ids));
 
   SPARROW_RETURN_IF_ERROR(get_int(j, "hidden_size", c.hidden_size, true));
   SPARROW_RETURN_IF_ERROR(get_int(j, "num_hidden_layers", c.num_layers, true));

@@ -76,11 +76,23 @@ TEST(Tokenizer, RefusesWhatItCannotRead) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::invalid_argument);
   EXPECT_NE(t.status().message().find("--tokens"), std::string::npos) << t.status().message();
+  // tokenizer.json is read (tokenizer_json_test.cpp); one without a model is bad data.
   std::ofstream(d.path / "tokenizer.json") << "{}";
   t = engine::load_tokenizer(d.path.string(), stub_model(32000, false));
   ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::corrupt_data);
   EXPECT_NE(t.status().message().find("tokenizer.json"), std::string::npos);
+  // tokenizer.model comes first when this build reads it; otherwise tokenizer.json is used.
   std::ofstream(d.path / "tokenizer.model") << "not a sentencepiece model";
+  t = engine::load_tokenizer(d.path.string(), stub_model(32000, false));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::corrupt_data) << t.status().to_string();
+  EXPECT_NE(t.status().message().find(engine::has_sentencepiece() ? "tokenizer.model"
+                                                                  : "tokenizer.json"),
+            std::string::npos)
+      << t.status().message();
+  // tokenizer.model alone, in a build without libsentencepiece, says what is missing.
+  fs::remove(d.path / "tokenizer.json");
   t = engine::load_tokenizer(d.path.string(), stub_model(32000, false));
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(),

@@ -66,7 +66,7 @@ void register_perplexity(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "perplexity",
       "Perplexity of a model on a text file (non-overlapping windows); the text is tokenized "
-      "as `run -p` does (byte-level or tokenizer.model)");
+      "as `run -p` does (tokenizer.model, tokenizer.json or byte-level)");
   cmd->add_option("-m,--model", args->model_dir, "model directory")->required();
   cmd->add_option("--text", args->text_file, "text file (tokenized by the model's tokenizer)")->required();
   cmd->add_option("--ctx", args->ctx, "window length in tokens")->capture_default_str();

@@ -1,6 +1,7 @@
 // sparrow run: generate tokens from a model directory on the GPU or CPU backend.
 //   --tokens: prints "tokens: <ids>" on stdout (for scripts); -p (through the model's tokenizer,
-//   engine::load_tokenizer): prints the prompt and its continuation as text. Timings and
+//   engine::load_tokenizer): prints the prompt and its continuation as text. A sequence stops
+//   after the model's EOS id (its tokens: line ends with it) unless --ignore-eos. Timings and
 //   diagnostics go to stderr.
 #include <cstdio>
 #include <memory>
@@ -24,6 +25,7 @@ struct RunArgs {
   int64_t top_k = 0;
   uint64_t seed = 0;
   int batch = 1;
+  bool ignore_eos = false;
 };
 
 // "1,2,3" or "1 2 3".
@@ -85,7 +87,7 @@ int run_run(const RunArgs& a) {
   if (!backend) return exit_code;
 
   auto g = engine::generate(*backend, std::vector<std::vector<int32_t>>(size_t(a.batch), prompt),
-                            a.n, sp);
+                            a.n, sp, /*stop_at_eos=*/!a.ignore_eos);
   if (!g.ok()) {
     std::fprintf(stderr, "sparrow run: %s\n", g.status().to_string().c_str());
     return g.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
@@ -102,7 +104,13 @@ int run_run(const RunArgs& a) {
     }
   }
   std::fflush(stdout);
-  const int64_t n = a.n;
+  for (size_t s = 0; s < g->tokens.size(); ++s) {
+    if (g->stopped_at_eos[s]) {
+      std::fprintf(stderr, "sparrow run: sequence %zu stopped at EOS (id %d) after %zu tokens\n", s,
+                   g->tokens[s].back(), g->tokens[s].size());
+    }
+  }
+  const int64_t n = g->steps;
   const engine::MemoryReport mem = backend->memory();
   std::fprintf(stderr,
                "sparrow run: %s backend, batch %d: prompt %lld tokens in %.3f s (%.1f t/s), "
@@ -124,15 +132,18 @@ void register_run(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Generate tokens with a Llama-family model (dense or sparse sparrow checkpoint). "
-      "Text prompts work for byte-level models (vocab 256, no tokenizer file) and for models "
-      "with a SentencePiece tokenizer.model (when built with libsentencepiece); any model takes "
-      "token ids with --tokens.");
+      "Text prompts work for models with a SentencePiece tokenizer.model (when built with "
+      "libsentencepiece), a BPE tokenizer.json (Llama 2/3, Mistral, Qwen2 and GPT-2 pipelines) "
+      "or none (byte-level, vocab 256); any model takes token ids with --tokens. A sequence "
+      "stops at the model's EOS id unless --ignore-eos.");
   cmd->add_option("-m,--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
   cmd->add_option("-p,--prompt", args->prompt,
-                  "prompt text (byte-level models, or a SentencePiece tokenizer.model)");
+                  "prompt text (through tokenizer.model, tokenizer.json or byte-level)");
   cmd->add_option("--tokens", args->tokens, "prompt token ids, e.g. 1,2,3; prints 'tokens: ...'");
-  cmd->add_option("-n,--n-predict", args->n, "tokens to generate")->capture_default_str();
+  cmd->add_option("-n,--n-predict", args->n,
+                  "tokens to generate (fewer when a sequence ends at EOS)")
+      ->capture_default_str();
   cmd->add_option("--temp", args->temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: all)")
@@ -143,6 +154,9 @@ void register_run(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--backend", args->backend, "gpu, cpu or auto (the GPU when present)")
       ->capture_default_str();
+  cmd->add_flag("--ignore-eos", args->ignore_eos,
+                "generate all -n tokens; by default a sequence stops after the model's EOS id "
+                "(config.json eos_token_id), which its tokens: line ends with");
   cmd->callback([args, &exit_code] { exit_code = run_run(*args); });
 }
 

@@ -10,15 +10,23 @@
 namespace sparrow::engine {
 
 struct Generation {
-  std::vector<std::vector<int32_t>> tokens;  // per sequence, the new tokens only
+  // Per sequence, the new tokens only; with stop_at_eos, a sequence that produced an EOS id
+  // ends with it.
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<bool> stopped_at_eos;  // per sequence
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prompt_tokens = 0;  // per sequence
+  int64_t steps = 0;          // tokens generated per sequence still running (at most n)
 };
 
 // Resets the backend, runs the prompts (one per sequence, all the same length) and generates
+// up to `n` tokens per sequence. With `stop_at_eos`, a sequence stops after producing one of
+// the model's EOS ids (LlamaConfig::eos_ids; none: never): in a batch, the finished sequences
+// keep running in lockstep with the others (the backend steps the whole batch) but their
+// tokens are no longer recorded, and the loop ends when all have stopped. Without it, exactly
 // `n` tokens per sequence. Errors (before anything runs) when prompt + n exceeds the context.
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
-                            const SamplingParams& sampling);
+                            const SamplingParams& sampling, bool stop_at_eos = true);
 
 struct Perplexity {
   int64_t windows = 0;

@@ -49,7 +49,10 @@ struct ModelConfig {
   // OPT only
   int64_t word_embed_proj_dim = 0;
   bool do_layer_norm_before = true;
-  std::optional<int64_t> bos_token_id, eos_token_id;
+  std::optional<int64_t> bos_token_id;
+  // eos_token_id: one id, a list (Llama 3 instruct models end turns with several), or none
+  // (absent or null): generation stops at any of them.
+  std::vector<int64_t> eos_token_ids;
 };
 
 std::vector<std::string> supported_model_types();  // {"llama", "mistral", "qwen2", "opt"}

@@ -1,0 +1,42 @@
+// The bits of Unicode the tokenizer.json reader needs: code point classes as the pre-tokenizer
+// regexes of Hugging Face `tokenizers` (Oniguruma) see them, a check for text the NFC normalizer
+// leaves alone, and UTF-8 conversions. The class tables are generated
+// (scripts/gen_unicode_tables.py -> unicode_tables.cpp), so nothing is needed at run time.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace sparrow::engine::unicode {
+
+struct CodeRange {
+  char32_t first, last;  // inclusive
+};
+// Sorted, disjoint (unicode_tables.cpp).
+extern const CodeRange kLetters[];  // \p{L}
+extern const size_t kLetterCount;
+extern const CodeRange kNumbers[];  // \p{N}
+extern const size_t kNumberCount;
+extern const CodeRange kWhiteSpace[];  // \s (the White_Space property)
+extern const size_t kWhiteSpaceCount;
+extern const CodeRange kNfcActive[];  // what NFC may change or combine with what precedes it
+extern const size_t kNfcActiveCount;
+
+bool is_letter(char32_t c);
+bool is_number(char32_t c);
+bool is_white_space(char32_t c);
+// Text without such code points is its own NFC normalization.
+bool is_nfc_active(char32_t c);
+
+// Code points of valid UTF-8; false (and `out` unspecified) on malformed input.
+bool decode_utf8(const std::string& text, std::u32string& out);
+void append_utf8(std::string& out, char32_t c);
+std::string to_utf8(const std::u32string& text);
+// Length of the UTF-8 sequence that starts with byte `lead` (1 for a stray byte).
+size_t utf8_length(unsigned char lead);
+// `bytes` with every malformed sequence replaced by U+FFFD, as Rust's String::from_utf8_lossy
+// (which the ByteLevel decoder uses): one replacement per maximal invalid prefix.
+std::string lossy_utf8(const std::string& bytes);
+bool is_valid_utf8(const std::string& bytes);
+
+}  // namespace sparrow::engine::unicode

@@ -1,0 +1,192 @@
+// Stopping at EOS: config.json's eos_token_id (an id, a list, or null), engine::generate stopping
+// a sequence at it (and the others of a batch going on), and `sparrow run --ignore-eos`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine_test_util.hpp"
+#include "sparrow/engine/backend.hpp"
+#include "sparrow/engine/generate.hpp"
+#include "sparrow/io/config.hpp"
+
+namespace sparrow {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::shared_ptr<const engine::Model> make_model(const engine::LlamaConfig& c, uint64_t seed) {
+  return std::make_shared<engine::Model>(
+      engine::build_model(c, test::random_source(c, seed)).value());
+}
+
+// The first index of `seq` whose id has not appeared before it, from `from` on (-1: none).
+int first_new_id(const std::vector<int32_t>& seq, size_t from) {
+  for (size_t i = from; i < seq.size(); ++i)
+    if (std::find(seq.begin(), seq.begin() + long(i), seq[i]) == seq.begin() + long(i))
+      return int(i);
+  return -1;
+}
+
+std::string config_text(const char* eos) {
+  return std::string(R"({"model_type":"llama","hidden_size":64,"num_hidden_layers":1,
+    "num_attention_heads":4,"intermediate_size":128,"vocab_size":100,"eos_token_id":)") +
+         eos + "}";
+}
+
+}  // namespace
+
+TEST(IoConfig, EosTokenIdIsAnIdAListOrNull) {
+  auto one = io::parse_config(config_text("2"));
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one->eos_token_ids, (std::vector<int64_t>{2}));
+  auto list = io::parse_config(config_text("[128001, 128008, 128009]"));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+  auto none = io::parse_config(config_text("null"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->eos_token_ids.empty());
+  auto bad = io::parse_config(config_text("\"</s>\""));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("eos_token_id"), std::string::npos);
+}
+
+// A random model's greedy continuation, then the same with one of its ids as EOS: it stops
+// right after producing it; without stop_at_eos, or with no EOS, it runs all n tokens.
+TEST(EngineEos, GenerationStopsAtEos) {
+  engine::LlamaConfig c = test::tiny_config();
+  const std::vector<int32_t> prompt = {4, 5, 6};
+  const int64_t n = 16;
+  auto free_run = engine::generate(*engine::make_cpu_backend(make_model(c, 21)).value(),
+                                   {prompt}, n, {});
+  ASSERT_TRUE(free_run.ok());
+  const std::vector<int32_t> all = free_run->tokens[0];
+  ASSERT_EQ(int64_t(all.size()), n);
+  EXPECT_FALSE(free_run->stopped_at_eos[0]);
+  const int at = first_new_id(all, 3);
+  ASSERT_GE(at, 3) << "the continuation repeats itself from the start; pick another seed";
+
+  c.eos_ids = {int32_t(c.vocab + 5), all[size_t(at)]};  // a list; the first is never produced
+  auto model = make_model(c, 21);
+  auto b = engine::make_cpu_backend(model).value();
+  auto stopped = engine::generate(*b, {prompt}, n, {});
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->tokens[0], std::vector<int32_t>(all.begin(), all.begin() + at + 1));
+  EXPECT_TRUE(stopped->stopped_at_eos[0]);
+  EXPECT_EQ(stopped->steps, at + 1);
+
+  auto ignored = engine::generate(*b, {prompt}, n, {}, /*stop_at_eos=*/false);
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_EQ(ignored->tokens[0], all);
+  EXPECT_FALSE(ignored->stopped_at_eos[0]);
+}
+
+// In a batch, a sequence that reaches EOS stops there and the others go on exactly as alone.
+TEST(EngineEos, BatchSequencesStopOnTheirOwn) {
+  engine::LlamaConfig c = test::tiny_config();
+  const std::vector<int32_t> a = {4, 5, 6}, b = {7, 8, 9};
+  const int64_t n = 14;
+  auto base = make_model(c, 5);
+  auto alone_a = engine::generate(*engine::make_cpu_backend(base).value(), {a}, n, {}).value();
+  auto alone_b = engine::generate(*engine::make_cpu_backend(base).value(), {b}, n, {}).value();
+  // An id that a's continuation produces early and b's never does.
+  int at = -1;
+  for (size_t i = 1; i < alone_a.tokens[0].size() && at < 0; ++i) {
+    const int32_t id = alone_a.tokens[0][i];
+    const auto& ta = alone_a.tokens[0];
+    const auto& tb = alone_b.tokens[0];
+    if (std::find(ta.begin(), ta.begin() + long(i), id) == ta.begin() + long(i) &&
+        std::find(tb.begin(), tb.end(), id) == tb.end()) {
+      at = int(i);
+    }
+  }
+  ASSERT_GE(at, 1) << "no id to stop sequence a alone; pick another seed";
+  c.eos_ids = {alone_a.tokens[0][size_t(at)]};
+  engine::BackendOptions opt;
+  opt.max_batch = 2;
+  auto batch = engine::generate(*engine::make_cpu_backend(make_model(c, 5), opt).value(), {a, b},
+                                n, {});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->tokens[0],
+            std::vector<int32_t>(alone_a.tokens[0].begin(), alone_a.tokens[0].begin() + at + 1));
+  EXPECT_TRUE(batch->stopped_at_eos[0]);
+  EXPECT_EQ(batch->tokens[1], alone_b.tokens[0]);
+  EXPECT_FALSE(batch->stopped_at_eos[1]);
+  EXPECT_EQ(batch->steps, n);
+}
+
+namespace {
+
+std::string run_cli(const std::string& args, int& code) {
+  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  const int st = pclose(p);
+  code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+std::vector<int32_t> tokens_line(const std::string& out) {
+  std::vector<int32_t> ids;
+  const size_t at = out.find("tokens:");
+  if (at == std::string::npos) return ids;
+  std::istringstream line(out.substr(at + 7, out.find('\n', at) - at - 7));
+  for (int32_t id; line >> id;) ids.push_back(id);
+  return ids;
+}
+
+void set_eos(const fs::path& model, const nlohmann::json& eos) {
+  nlohmann::json cfg;
+  {
+    std::ifstream in(model / "config.json");
+    in >> cfg;
+  }
+  cfg["eos_token_id"] = eos;
+  std::ofstream(model / "config.json") << cfg.dump(1);
+}
+
+}  // namespace
+
+// `sparrow run` on a synthetic model: the tokens: line ends at the EOS id (included) and
+// --ignore-eos (or a null eos_token_id) gives all -n tokens.
+TEST(EngineEos, RunStopsAtEosUnlessIgnored) {
+  const fs::path dir = fs::temp_directory_path() / ("sparrow_eos_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  int code = -1;
+  const std::string synth = run_cli(
+      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 64 "
+      "--max-positions 64 --out " + dir.string(), code);
+  ASSERT_EQ(code, 0) << synth;
+  const std::string run = "run -m " + dir.string() + " --tokens 3,1,4,1,5 -n 12 --backend cpu";
+  set_eos(dir, nullptr);
+  std::string out = run_cli(run, code);
+  ASSERT_EQ(code, 0) << out;
+  const std::vector<int32_t> all = tokens_line(out);
+  ASSERT_EQ(all.size(), 12u) << out;
+  const int at = first_new_id(all, 2);
+  ASSERT_GE(at, 2) << out;
+
+  set_eos(dir, {999, all[size_t(at)]});
+  out = run_cli(run, code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(tokens_line(out), std::vector<int32_t>(all.begin(), all.begin() + at + 1)) << out;
+  EXPECT_NE(out.find("stopped at EOS"), std::string::npos) << out;
+
+  out = run_cli(run + " --ignore-eos", code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(tokens_line(out), all) << out;
+  fs::remove_all(dir);
+}
+
+}  // namespace sparrow

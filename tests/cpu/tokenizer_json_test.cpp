@@ -1,0 +1,325 @@
+// tokenizer.json (src/engine/tokenizer_json.hpp) against Hugging Face `tokenizers`: the fixtures
+// in tests/data/tokenizers/ (written by scripts/make_tokenizer_fixtures.py) hold tiny trained
+// tokenizers in the pipelines of Llama 2, Llama 3, Qwen2 and GPT-2 with the ids, pre-tokens and
+// decoded text the reference gave for each test string; sparrow must give exactly those.
+// Then the refusals, and `sparrow run -p` through a tokenizer.json.
+#include "engine/tokenizer_json.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sparrow/engine/tokenizer.hpp"
+
+using namespace sparrow;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kFixtures = fs::path(SPARROW_SOURCE_DIR) / "tests" / "data" / "tokenizers";
+constexpr int64_t kVocab = 600;  // above every fixture's ids (499 and 522 tokens)
+
+engine::Model stub_model(int64_t vocab) {
+  engine::Model m;
+  m.name = "stub";
+  m.config.vocab = vocab;
+  return m;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return json::parse(s.str());
+}
+
+void write_json(const fs::path& p, const json& j) { std::ofstream(p) << j.dump(); }
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() /
+             ("sparrow_tokjson_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string run_cli(const std::string& args, int& code) {
+  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  const int st = pclose(p);
+  code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+std::unique_ptr<engine::JsonTokenizer> load_fixture(const fs::path& dir) {
+  auto t = engine::JsonTokenizer::load((dir / "tokenizer.json").string(), kVocab);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? std::move(t.value()) : nullptr;
+}
+
+// Every case of `dir`'s expected.json: ids, pre-tokens and decoded text as the reference.
+void check_cases(const engine::JsonTokenizer& t, const fs::path& dir) {
+  const json expected = read_json(dir / "expected.json");
+  ASSERT_GT(expected["cases"].size(), 20u);
+  for (const json& c : expected["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    SCOPED_TRACE("text: \"" + text + "\"");
+    auto ids = t.encode(text);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    EXPECT_EQ(ids.value(), c["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(t.decode(ids.value()), c["decoded"].get<std::string>());
+    if (c.contains("pre_tokens")) {
+      auto pieces = t.pre_tokenize(text);
+      ASSERT_TRUE(pieces.ok());
+      EXPECT_EQ(pieces.value(), c["pre_tokens"].get<std::vector<std::string>>());
+    }
+  }
+}
+
+class TokenizerJsonFixture : public testing::TestWithParam<const char*> {};
+
+}  // namespace
+
+TEST_P(TokenizerJsonFixture, MatchesHuggingFaceTokenizers) {
+  const fs::path dir = kFixtures / GetParam();
+  auto t = load_fixture(dir);
+  ASSERT_TRUE(t);
+  check_cases(*t, dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipelines, TokenizerJsonFixture,
+                         testing::Values("llama2", "llama2-metaspace", "llama2-metaspace-split",
+                                         "llama3", "qwen2", "gpt2"),
+                         [](const testing::TestParamInfo<const char*>& p) {
+                           std::string name = p.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+TEST(TokenizerJson, LoadTokenizerPicksTokenizerJson) {
+  TempDir d("pick");
+  fs::copy_file(kFixtures / "llama3" / "tokenizer.json", d.path / "tokenizer.json");
+  auto t = engine::load_tokenizer(d.path.string(), stub_model(kVocab));
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_STREQ(t.value()->kind(), "tokenizer.json BPE");
+  auto ids = t.value()->encode("Hello world");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value(), (std::vector<int32_t>{520, 39, 294, 78, 269, 275, 75, 67}));
+}
+
+// Llama 2's own tokenizer.json writes merges as "a b" strings rather than pairs.
+TEST(TokenizerJson, MergesAsStrings) {
+  TempDir d("strings");
+  json j = read_json(kFixtures / "llama2" / "tokenizer.json");
+  for (json& m : j["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+  write_json(d.path / "tokenizer.json", j);
+  fs::copy_file(kFixtures / "llama2" / "expected.json", d.path / "expected.json");
+  auto t = load_fixture(d.path);
+  ASSERT_TRUE(t);
+  check_cases(*t, d.path);
+}
+
+// The older Metaspace form (add_prefix_space instead of prepend_scheme) means "always".
+TEST(TokenizerJson, MetaspaceAddPrefixSpace) {
+  TempDir d("addprefix");
+  json j = read_json(kFixtures / "llama2-metaspace-split" / "tokenizer.json");
+  j["pre_tokenizer"].erase("prepend_scheme");
+  j["pre_tokenizer"]["add_prefix_space"] = true;
+  write_json(d.path / "tokenizer.json", j);
+  fs::copy_file(kFixtures / "llama2-metaspace-split" / "expected.json", d.path / "expected.json");
+  auto t = load_fixture(d.path);
+  ASSERT_TRUE(t);
+  check_cases(*t, d.path);
+}
+
+// Prompts of 50 KB: Llama 2's pipeline has no pre-tokenizer, so the whole prompt is one BPE
+// word of 50 000 symbols; the byte-level pipelines split it into ~10 000 words.
+TEST(TokenizerJson, LongPromptIsFast) {
+  std::string text;
+  const std::string line =
+      "The sparse model runs on the GPU with fewer bytes per token; Café 東京 "
+      "1234567 🙂\n";
+  while (text.size() < 50000) text += line;
+  for (const char* name : {"llama2", "llama3"}) {
+    auto t = load_fixture(kFixtures / name);
+    ASSERT_TRUE(t);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ids = t->encode(text);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(ids.ok());
+    EXPECT_LT(s, 1.0) << name << ": " << text.size() << " bytes in " << s << " s";
+    EXPECT_LT(ids->size(), text.size()) << name;
+    EXPECT_EQ(t->decode(ids.value()), text) << name;
+    std::printf("%s: %zu bytes -> %zu ids in %.3f s\n", name, text.size(), ids->size(), s);
+  }
+}
+
+TEST(TokenizerJson, PromptMustBeUtf8) {
+  auto t = load_fixture(kFixtures / "llama3");
+  ASSERT_TRUE(t);
+  auto ids = t->encode("bad \xff byte");
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), Code::invalid_argument);
+  EXPECT_NE(ids.status().message().find("UTF-8"), std::string::npos);
+}
+
+// Qwen2 normalizes to NFC, which sparrow does not implement: text NFC might change is refused.
+TEST(TokenizerJson, NfcNormalizerRefusesTextItWouldChange) {
+  auto t = load_fixture(kFixtures / "qwen2");
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(t->encode("caf\xc3\xa9").ok());  // precomposed é: its own NFC
+  auto ids = t->encode("cafe\xcc\x81");        // e + U+0301 combining acute
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), Code::unsupported);
+  EXPECT_NE(ids.status().message().find("U+0301"), std::string::npos) << ids.status().message();
+}
+
+namespace {
+
+// Loads `j` written as dir/tokenizer.json through load_tokenizer.
+Status load_status(const json& j, int64_t vocab = kVocab) {
+  TempDir d("refuse");
+  write_json(d.path / "tokenizer.json", j);
+  auto t = engine::load_tokenizer(d.path.string(), stub_model(vocab));
+  return t.ok() ? Status::success() : t.status();
+}
+
+void expect_refused(const Status& s, Code code, const std::string& says) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  if (code == Code::unsupported) {
+    EXPECT_NE(s.message().find("--tokens"), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+
+TEST(TokenizerJson, RefusesWhatItDoesNotImplement) {
+  const json llama2 = read_json(kFixtures / "llama2" / "tokenizer.json");
+  const json llama3 = read_json(kFixtures / "llama3" / "tokenizer.json");
+  for (const char* type : {"WordPiece", "Unigram", "WordLevel"}) {
+    json j = llama2;
+    j["model"]["type"] = type;
+    expect_refused(load_status(j), Code::unsupported, type);
+  }
+  {  // a Split regex that is not Llama 3's, Qwen2's or GPT-2's
+    json j = llama3;
+    j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{N}{1,4}|\\s+";
+    expect_refused(load_status(j), Code::unsupported, "\\p{N}{1,4}|\\s+");
+  }
+  {
+    json j = llama3;
+    j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
+    expect_refused(load_status(j), Code::unsupported, "Removed");
+  }
+  {
+    json j = llama2;
+    j["normalizer"] = {{"type", "NFKC"}};
+    expect_refused(load_status(j), Code::unsupported, "NFKC");
+  }
+  {
+    json j = llama2;
+    j["pre_tokenizer"] = {{"type", "Whitespace"}};
+    expect_refused(load_status(j), Code::unsupported, "Whitespace");
+  }
+  {
+    json j = llama2;
+    j["decoder"] = {{"type", "WordPiece"}};
+    expect_refused(load_status(j), Code::unsupported, "WordPiece");
+  }
+  {
+    json j = llama2;
+    j["post_processor"] = {{"type", "BertProcessing"}};
+    expect_refused(load_status(j), Code::unsupported, "BertProcessing");
+  }
+  {
+    json j = llama2;
+    j["model"]["dropout"] = 0.1;
+    expect_refused(load_status(j), Code::unsupported, "dropout");
+  }
+}
+
+TEST(TokenizerJson, RefusesBadFiles) {
+  const json llama3 = read_json(kFixtures / "llama3" / "tokenizer.json");
+  // Ids up to 521 (the added <|end_of_text|>) need a vocab of 522.
+  EXPECT_TRUE(load_status(llama3, 522).ok());
+  expect_refused(load_status(llama3, 521), Code::corrupt_data, "vocab_size is 521");
+  {
+    json j = llama3;
+    j["model"]["merges"].push_back(json::array({"no such", "token"}));
+    expect_refused(load_status(j), Code::corrupt_data, "not in the vocab");
+  }
+  {
+    json j = llama3;
+    j.erase("model");
+    expect_refused(load_status(j), Code::corrupt_data, "model");
+  }
+  TempDir d("notjson");
+  std::ofstream(d.path / "tokenizer.json") << "{ not json";
+  auto t = engine::load_tokenizer(d.path.string(), stub_model(kVocab));
+  ASSERT_FALSE(t.ok());
+  expect_refused(t.status(), Code::corrupt_data, "tokenizer.json");
+}
+
+// `sparrow run -p` on a synthetic model with a tokenizer.json (CPU backend): the prompt comes
+// back decoded with its continuation, and the same prompt given as ids continues the same way.
+TEST(TokenizerJson, RunTakesATextPrompt) {
+  TempDir d("run");
+  const fs::path model = d.path / "model";
+  int code = -1;
+  const std::string synth = run_cli(
+      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 522 "
+      "--max-positions 64 --out " +
+          model.string(),
+      code);
+  ASSERT_EQ(code, 0) << synth;
+  fs::copy_file(kFixtures / "llama3" / "tokenizer.json", model / "tokenizer.json");
+  const std::string prompt = "The sparse model";
+  const std::string out =
+      run_cli("run -m " + model.string() + " -p '" + prompt + "' -n 5 --backend cpu", code);
+  ASSERT_EQ(code, 0) << out;
+  auto t = engine::load_tokenizer(model.string(), stub_model(522));
+  ASSERT_TRUE(t.ok());
+  auto ids = t.value()->encode(prompt);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value()[0], 520);  // <|begin_of_text|>
+  const std::string by_ids = run_cli(
+      "run -m " + model.string() + " --tokens " + ids_text(ids.value()) + " -n 5 --backend cpu",
+      code);
+  ASSERT_EQ(code, 0) << by_ids;
+  const size_t at = by_ids.find("tokens:");
+  ASSERT_NE(at, std::string::npos) << by_ids;
+  std::vector<int32_t> all = ids.value();
+  std::istringstream line(by_ids.substr(at + 7, by_ids.find('\n', at) - at - 7));
+  for (int32_t id; line >> id;) all.push_back(id);
+  ASSERT_EQ(all.size(), ids->size() + 5) << by_ids;
+  EXPECT_EQ(out.find(prompt), out.find_first_not_of(" \n")) << out;
+  EXPECT_NE(out.find(t.value()->decode(all) + "\n"), std::string::npos) << "text run:\n"
+                                                                        << out << "ids run:\n"
+                                                                        << by_ids;
+}
