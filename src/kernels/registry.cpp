@@ -14,7 +14,7 @@ Status run_tiled_csl_mma(const Problem& p, Stream stream);  // tiled_csl/spmm.cu
 
 const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
-      // dense.gemv is built for N <= 8: at 9..16 (two M tiles per warp) it measured 0.86-1.0x
+      // dense.gemv is built for N <= 8: at 9..16 (two M tiles per warp) it measured 0.87-1.0x
       // cuBLAS on the Llama shapes (session 6), so matmul sends those N to cuBLAS.
       {"dense.gemv", Format::dense, 1, 8, dense_gemv::run},
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
