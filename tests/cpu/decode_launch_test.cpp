@@ -234,6 +234,20 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
 
 // Rows are handed out longest first when they are uneven (longest > 1.3x average); the knob's
 // 0 / 1 override the rule.
+TEST(DecodeLaunch, MackoSharedXRule) {
+  using macko_warp_row::one_token_shared_x;
+  const int64_t big = 4096 * 11008;
+  EXPECT_TRUE(one_token_shared_x(11008, 4096, big / 2, 2, -1));        // K <= 8192: always
+  EXPECT_TRUE(one_token_shared_x(28672, 8192, 28672 * 8192 / 2, 2, -1));
+  EXPECT_FALSE(one_token_shared_x(4096, 11008, big / 2, 2, -1));       // long K at 50 %: L1
+  EXPECT_TRUE(one_token_shared_x(4096, 11008, big / 10, 2, -1));       // ... at 90 %: shared
+  EXPECT_FALSE(one_token_shared_x(11008, 4096, big / 2, 2, 0));        // overrides
+  EXPECT_TRUE(one_token_shared_x(4096, 11008, big / 2, 2, 1));
+  EXPECT_FALSE(one_token_shared_x(8, 60000, 8, 2, 1));                 // X over 96 KB: never
+  EXPECT_FALSE(one_token_shared_x(8, 60000, 8, 2, -1));
+  EXPECT_TRUE(one_token_shared_x(0, 0, 0, 2, -1));                     // empty: harmless
+}
+
 TEST(DecodeLaunch, MackoRowOrderRule) {
   using macko_warp_row::use_row_order;
   EXPECT_FALSE(use_row_order(11008, 11008 * 500, 650, -1));  // 1.3x exactly: even

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   }
 }
 
-// ---- one token: a row per LANES lanes, X gathered through L1 --------------------------------
+// ---- one token: a row per LANES lanes, X gathered through L1 or from shared memory ----------
 // The persistent kernel above stages X^T in shared memory per block and walks rows with a
 // 4-step batch; at N = 1 it measured 36-60 % of the floor while csr.vector (non-persistent, a
 // warp per row, X through L1) reached 82-94 % of its own. This kernel is csr.vector's structure
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
-template <class T, int LANES, int PIECES>
+template <class T, int LANES, int PIECES, bool XSMEM>
 __global__ void __launch_bounds__(OneTokenConfig::kThreads,
                                   OneTokenConfig::min_blocks_per_sm(LANES, PIECES))
     macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
@@ -361,6 +361,21 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
   wait_for_previous();
+  // XSMEM: the block copies X into shared memory (16-byte pieces) and gathers from there: the
+  // gathers of a step scatter over ~1-4 KB of X, which costs L1 several wavefronts per warp
+  // instruction; shared memory serves them with fewer (one_token_shared_x says when it pays).
+  extern __shared__ __align__(16) unsigned char x_smem_raw[];
+  const T* xg = x;
+  if constexpr (XSMEM) {
+    T* xs = reinterpret_cast<T*>(x_smem_raw);
+    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    const uint32_t vecs = vec ? k / 8 : 0;
+    for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x)
+      reinterpret_cast<uint4*>(xs)[i] = __ldg(reinterpret_cast<const uint4*>(x) + i);
+    for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
+    __syncthreads();
+    xg = xs;
+  }
   float acc = 0.f;
   for (uint32_t st = st_begin; st < st_end; ++st) {
     const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
@@ -394,7 +409,11 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       col += ((d >> (4 * i)) & 0xFu) + 1u;
-      xv[i] = to_float(__ldg(x + min(col, k - 1u)));
+      if constexpr (XSMEM) {
+        xv[i] = to_float(xg[min(col, k - 1u)]);
+      } else {
+        xv[i] = to_float(__ldg(x + min(col, k - 1u)));
+      }
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -461,16 +480,44 @@ const uint4* row_order_or_null(const macko::Matrix& mm) {
   return ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
 }
 
-template <class T, int LANES, int PIECES>
-cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
-                                      bool accumulate, bool dependent, Stream stream) {
+// SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
+// (experiments; read once; unset: the rule in one_token_shared_x).
+int shared_x_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_SHARED_X");
+    return e ? std::atoi(e) : -1;
+  }();
+  return v;
+}
+
+template <class T, int LANES, int PIECES, bool XSMEM>
+cudaError_t launch_one_token_kernel(const macko::Matrix& mm, const T* x, T* y, const T* bias,
+                                    bool accumulate, bool dependent, Stream stream) {
   const int64_t m = mm.shape.rows;
   const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  return launch_kernel(dependent, macko_one_token_kernel<T, LANES, PIECES>, dim3(blocks),
-                       dim3(OneTokenConfig::kThreads), 0, stream, mm.row_ptr.data(),
-                       row_order_or_null(mm), mm.values.data(), mm.deltas.data(), m,
-                       uint32_t(mm.shape.cols), x, y, bias, accumulate);
+  auto kernel = macko_one_token_kernel<T, LANES, PIECES, XSMEM>;
+  const size_t smem = XSMEM ? size_t(mm.shape.cols) * sizeof(T) : 0;
+  if (smem > 48 * 1024) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  return launch_kernel(dependent, kernel, dim3(blocks), dim3(OneTokenConfig::kThreads), smem,
+                       stream, mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
+                       mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias, accumulate);
+}
+
+template <class T, int LANES, int PIECES>
+cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
+                                      bool accumulate, bool dependent, Stream stream) {
+  if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
+                         shared_x_override())) {
+    return launch_one_token_kernel<T, LANES, PIECES, true>(mm, x, y, bias, accumulate, dependent,
+                                                           stream);
+  }
+  return launch_one_token_kernel<T, LANES, PIECES, false>(mm, x, y, bias, accumulate, dependent,
+                                                          stream);
 }
 
 // The one runtime -> template choice of the one-token kernels.
@@ -584,6 +631,14 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested) {
   if (requested == 0 || requested == 1) return requested == 1;
   return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
+}
+
+bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
+                        int requested) {
+  if (cols * element_bytes > kOneTokenSharedXMaxBytes) return false;
+  if (requested == 0 || requested == 1) return requested == 1;
+  const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
+  return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity;
 }
 
 int row_pieces(int64_t rows, int64_t entries, int sm_count, int requested) {

@@ -54,6 +54,17 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
 // kernel deals them round-robin, so every warp gets one row of each length band. `requested`
 // 0 / 1 overrides the rule (-1: the rule).
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested);
+// Whether the one-token kernels gather X from a copy in shared memory (each block copies X first)
+// instead of through L1. Measured on the H100 (session 6, bench/NOTES-decode.md): the copy wins
+// for K <= 8192 at 50-90 % (4096x4096 90 %: 5.7 -> 5.2 µs; 11008x4096 70 %: 16.9 -> 16.0) and at
+// high sparsity for longer K (4096x11008 90 %: 10.3 -> 9.1), but loses on 4096x11008 at 50-70 %
+// (22.9 -> 24.5 µs), where each block copies 22 KB for fewer weight bytes. `requested` 0 / 1
+// overrides the rule (-1: the rule); X must fit kOneTokenSharedXMaxBytes either way.
+constexpr int64_t kSharedXMaxCols = 8192;
+constexpr double kSharedXMaxDensity = 0.2;
+constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
+bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
+                        int requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
 // overrides the rule (0: the rule).
