@@ -234,6 +234,20 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
 
 // Rows are handed out longest first when they are uneven (longest > 1.3x average); the knob's
 // 0 / 1 override the rule.
+TEST(DecodeLaunch, MackoRowKernelTokens) {
+  using macko_warp_row::row_kernel_tokens;
+  EXPECT_EQ(row_kernel_tokens(1, 1 << 20, 2, -1), 1);   // one token: always the row kernel
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 2, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(5, 4096, 2, -1), 8);
+  EXPECT_EQ(row_kernel_tokens(8, 7168, 2, -1), 8);      // 112 KB of X^T
+  EXPECT_EQ(row_kernel_tokens(8, 7169, 2, -1), 0);      // more: the persistent kernel
+  EXPECT_EQ(row_kernel_tokens(4, 11008, 2, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(8, 11008, 2, -1), 0);
+  EXPECT_EQ(row_kernel_tokens(9, 64, 2, -1), 0);        // beyond 8 tokens
+  EXPECT_EQ(row_kernel_tokens(4, 4096, 2, 0), 0);       // override
+  EXPECT_EQ(row_kernel_tokens(1, 4096, 2, 0), 1);
+}
+
 TEST(DecodeLaunch, MackoSharedXRule) {
   using macko_warp_row::one_token_shared_x;
   const int64_t big = 4096 * 11008;

@@ -291,17 +291,52 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
-template <class T, int LANES, int PIECES, bool XSMEM>
-__global__ void __launch_bounds__(OneTokenConfig::kThreads,
-                                  OneTokenConfig::min_blocks_per_sm(LANES, PIECES))
-    macko_one_token_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
-                           const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
-                           int64_t m, uint32_t k,
-                           const T* __restrict__ x, T* __restrict__ y,
-                           const T* __restrict__ bias, bool accumulate) {
+// Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 4 or 8 tokens
+// run 16-warp blocks, so one X^T copy (K * NB * 2 bytes) serves twice the rows and three blocks
+// (48 warps) still fit an SM at K = 4096, NB = 8.
+template <int NB>
+struct RowKernelShape {
+  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads : 512;
+  static constexpr int min_blocks_per_sm(int lanes, int pieces) {
+    return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) : 1;
+  }
+};
+
+// NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4-, 8- or 16-byte access.
+template <int NB>
+__device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&w)[NB / 2]) {
+  if constexpr (NB == 8) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if constexpr (NB == 4) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(p) = w[0];
+  }
+}
+template <int NB>
+__device__ __forceinline__ void load_tokens(const unsigned char* p, uint32_t (&w)[NB / 2]) {
+  if constexpr (NB == 8) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+  } else if constexpr (NB == 4) {
+    const uint2 r = *reinterpret_cast<const uint2*>(p);
+    w[0] = r.x, w[1] = r.y;
+  } else {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+}
+
+template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+__global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
+                                  RowKernelShape<NB>::min_blocks_per_sm(LANES, PIECES))
+    macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
+                     const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
+                     int64_t m, uint32_t k, const T* __restrict__ x, int64_t ldx, int n,
+                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
+  static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
   let_next_launch();
-  constexpr int kWarps = OneTokenConfig::kThreads / 32;
+  constexpr int kWarps = RowKernelShape<NB>::kThreads / 32;
   constexpr int kRowsPerWarp = 32 / LANES;
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
@@ -366,7 +401,7 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
   // instruction; shared memory serves them with fewer (one_token_shared_x says when it pays).
   extern __shared__ __align__(16) unsigned char x_smem_raw[];
   const T* xg = x;
-  if constexpr (XSMEM) {
+  if constexpr (XSMEM && NB == 1) {
     T* xs = reinterpret_cast<T*>(x_smem_raw);
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
     const uint32_t vecs = vec ? k / 8 : 0;
@@ -375,8 +410,24 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
     for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
     __syncthreads();
     xg = xs;
+  } else if constexpr (NB > 1) {
+    // X^T: column c's NB tokens side by side (NB * 2 bytes, one vector load per entry), zeros
+    // for tokens past n. Reads are coalesced per token row.
+    for (uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
+      uint32_t w[NB / 2];
+#pragma unroll
+      for (int q = 0; q < NB / 2; ++q) {
+        const uint32_t lo = 2 * q < n ? bits_of(x[int64_t(2 * q) * ldx + c]) : 0u;
+        const uint32_t hi = 2 * q + 1 < n ? bits_of(x[int64_t(2 * q + 1) * ldx + c]) : 0u;
+        w[q] = lo | (hi << 16);
+      }
+      store_tokens<NB>(x_smem_raw + size_t(c) * NB * sizeof(T), w);
+    }
+    __syncthreads();
   }
-  float acc = 0.f;
+  float acc[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) acc[j] = 0.f;
   for (uint32_t st = st_begin; st < st_end; ++st) {
     const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
     uint4 vn;
@@ -405,36 +456,72 @@ __global__ void __launch_bounds__(OneTokenConfig::kThreads,
     uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
     carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    float xv[8];
+    if constexpr (NB == 1) {
+      float xv[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      col += ((d >> (4 * i)) & 0xFu) + 1u;
-      if constexpr (XSMEM) {
-        xv[i] = to_float(xg[min(col, k - 1u)]);
-      } else {
-        xv[i] = to_float(__ldg(x + min(col, k - 1u)));
+      for (int i = 0; i < 8; ++i) {
+        col += ((d >> (4 * i)) & 0xFu) + 1u;
+        if constexpr (XSMEM) {
+          xv[i] = to_float(xg[min(col, k - 1u)]);
+        } else {
+          xv[i] = to_float(__ldg(x + min(col, k - 1u)));
+        }
       }
-    }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float2 pair = unpack2<T>(words[i / 2]);
-      acc += ((i & 1) ? pair.y : pair.x) * xv[i];
+      for (int i = 0; i < 8; ++i) {
+        const float2 pair = unpack2<T>(words[i / 2]);
+        acc[0] += ((i & 1) ? pair.y : pair.x) * xv[i];
+      }
+    } else {
+      // The 8 entries' token vectors are loaded before the first is used (one shared-memory
+      // round trip per step).
+      uint32_t xw[8][NB / 2];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        col += ((d >> (4 * i)) & 0xFu) + 1u;
+        load_tokens<NB>(x_smem_raw + size_t(min(col, k - 1u)) * NB * sizeof(T), xw[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float2 pair = unpack2<T>(words[i / 2]);
+        const float wv = (i & 1) ? pair.y : pair.x;
+#pragma unroll
+        for (int q = 0; q < NB / 2; ++q) {
+          const float2 xt = unpack2<T>(xw[i][q]);
+          acc[2 * q] += wv * xt.x;
+          acc[2 * q + 1] += wv * xt.y;
+        }
+      }
     }
     v = vn;
     d = dn;
   }
 #pragma unroll
-  for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if constexpr (PIECES > 1) {
-    __shared__ float piece_sum[kWarps];
-    if (lane == 0) piece_sum[warp] = acc;
-    __syncthreads();
-    if (piece != 0 || lane != 0 || row >= m) return;
+  for (int j = 0; j < NB; ++j) {
 #pragma unroll
-    for (int q = 1; q < PIECES; ++q) acc += piece_sum[warp + q];
-    store_output(y + row, acc, bias, row, accumulate);
+    for (int o = LANES / 2; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  }
+  if constexpr (PIECES > 1) {
+    __shared__ float piece_sum[kWarps][NB];
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < NB; ++j) piece_sum[warp][j] = acc[j];
+    }
+    __syncthreads();
+    if (piece != 0 || lane >= min(NB, n) || row >= m) return;
+    // Lane j of the row's first piece writes token j.
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
+#pragma unroll
+    for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
+    store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
   } else {
-    if (sl == 0 && row < m) store_output(y + row, acc, bias, row, accumulate);
+    // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
+    float mine = 0.f;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
+    if (sl < min(NB, n) && row < m) store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
   }
 }
 
@@ -480,6 +567,16 @@ const uint4* row_order_or_null(const macko::Matrix& mm) {
   return ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
 }
 
+// SPARROW_MACKO_FEW_TOKENS=0: N = 2..8 run the persistent kernel, as before session 6
+// (experiments; read once; unset: row_kernel_tokens' rule).
+int few_tokens_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_MACKO_FEW_TOKENS");
+    return e ? std::atoi(e) : -1;
+  }();
+  return v;
+}
+
 // SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
 // (experiments; read once; unset: the rule in one_token_shared_x).
 int shared_x_override() {
@@ -490,49 +587,64 @@ int shared_x_override() {
   return v;
 }
 
-template <class T, int LANES, int PIECES, bool XSMEM>
-cudaError_t launch_one_token_kernel(const macko::Matrix& mm, const T* x, T* y, const T* bias,
-                                    bool accumulate, bool dependent, Stream stream) {
+template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+cudaError_t launch_row_kernel(const macko::Matrix& mm, const T* x, int64_t ldx, int n, T* y,
+                              int64_t ldy, const T* bias, bool accumulate, bool dependent,
+                              Stream stream) {
   const int64_t m = mm.shape.rows;
-  const int64_t rows_per_block = (OneTokenConfig::kThreads / 32) * (32 / LANES) / PIECES;
+  constexpr int kThreads = RowKernelShape<NB>::kThreads;
+  const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  auto kernel = macko_one_token_kernel<T, LANES, PIECES, XSMEM>;
-  const size_t smem = XSMEM ? size_t(mm.shape.cols) * sizeof(T) : 0;
+  auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB>;
+  const size_t smem = XSMEM ? size_t(mm.shape.cols) * NB * sizeof(T) : 0;
   if (smem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  return launch_kernel(dependent, kernel, dim3(blocks), dim3(OneTokenConfig::kThreads), smem,
-                       stream, mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
-                       mm.deltas.data(), m, uint32_t(mm.shape.cols), x, y, bias, accumulate);
+  return launch_kernel(dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
+                       mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
+                       mm.deltas.data(), m, uint32_t(mm.shape.cols), x, ldx, n, y, ldy, bias,
+                       accumulate);
 }
 
+// One token: X gathered through L1 or from shared memory (one_token_shared_x); NB = 4 or 8
+// tokens: always X^T in shared memory.
 template <class T, int LANES, int PIECES>
-cudaError_t launch_one_token_instance(const macko::Matrix& mm, const T* x, T* y, const T* bias,
-                                      bool accumulate, bool dependent, Stream stream) {
+cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const T* x, int64_t ldx, int n,
+                                T* y, int64_t ldy, const T* bias, bool accumulate, bool dependent,
+                                Stream stream) {
+  if (nb == 8) {
+    return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, x, ldx, n, y, ldy, bias, accumulate,
+                                                        dependent, stream);
+  }
+  if (nb == 4) {
+    return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, x, ldx, n, y, ldy, bias, accumulate,
+                                                        dependent, stream);
+  }
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                          shared_x_override())) {
-    return launch_one_token_kernel<T, LANES, PIECES, true>(mm, x, y, bias, accumulate, dependent,
-                                                           stream);
+    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, x, ldx, 1, y, ldy, bias, accumulate,
+                                                        dependent, stream);
   }
-  return launch_one_token_kernel<T, LANES, PIECES, false>(mm, x, y, bias, accumulate, dependent,
-                                                          stream);
+  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, x, ldx, 1, y, ldy, bias, accumulate,
+                                                       dependent, stream);
 }
 
-// The one runtime -> template choice of the one-token kernels.
+// The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1, 4, 8).
 template <class T>
-Status launch_one_token(const macko::Matrix& mm, OneTokenKernel which, int pieces, const T* x,
-                        T* y, const T* bias, bool accumulate, bool dependent, Stream stream) {
+Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb, const T* x,
+                   int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
+                   bool dependent, Stream stream) {
   cudaError_t e;
   if (which == OneTokenKernel::half_warp) {
-    e = launch_one_token_instance<T, 16, 1>(mm, x, y, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 16, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
   } else if (pieces >= 4) {
-    e = launch_one_token_instance<T, 32, 4>(mm, x, y, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 4>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
   } else if (pieces == 2) {
-    e = launch_one_token_instance<T, 32, 2>(mm, x, y, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 2>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
   } else {
-    e = launch_one_token_instance<T, 32, 1>(mm, x, y, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
   }
   return cuda_status(e, "macko.warp_row launch");
 }
@@ -588,15 +700,17 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  if (p.n() == 1 && mm.shape.cols <= kOneTokenMaxCols) {
+  // N = 1, and N = 2..8 when X^T fits (row_kernel_tokens): the row kernels; else the persistent one.
+  const int nb = row_kernel_tokens(p.n(), mm.shape.cols, int(sizeof(T)), few_tokens_override());
+  if (nb > 0 && mm.shape.cols <= kOneTokenMaxCols) {
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
                              : 1;
-      return launch_one_token<T>(mm, which, pieces, x, y, bias, p.opt.accumulate,
-                                 p.opt.dependent_launch, stream);
+      return launch_rows<T>(mm, which, pieces, nb, x, p.x.ld, int(p.n()), y, p.y.ld, bias,
+                            p.opt.accumulate, p.opt.dependent_launch, stream);
     }
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
@@ -631,6 +745,13 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested) {
   if (requested == 0 || requested == 1) return requested == 1;
   return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
+}
+
+int row_kernel_tokens(int64_t n, int64_t cols, int element_bytes, int requested) {
+  if (n == 1) return 1;
+  if (n < 1 || n > 8 || requested == 0) return 0;
+  const int nb = n <= 4 ? 4 : 8;
+  return cols * nb * element_bytes <= kRowKernelMaxXBytes ? nb : 0;
 }
 
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,

@@ -65,6 +65,11 @@ constexpr double kSharedXMaxDensity = 0.2;
 constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
+// Tokens per pass of the row kernels for N tokens: 1 for N = 1; 4 or 8 for N = 2..8 when X^T
+// (K x 4 or 8 tokens) fits kRowKernelMaxXBytes of shared memory (K <= 7168 at 8 tokens, 14336 at
+// 4, fp16); 0: the persistent kernel. `requested` 0 sends N = 2..8 to the persistent kernel.
+constexpr int64_t kRowKernelMaxXBytes = 112 * 1024;
+int row_kernel_tokens(int64_t n, int64_t cols, int element_bytes, int requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
 // overrides the rule (0: the rule).
