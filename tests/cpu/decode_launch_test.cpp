@@ -236,16 +236,15 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
 // 0 / 1 override the rule.
 TEST(DecodeLaunch, MackoRowKernelTokens) {
   using macko_warp_row::row_kernel_tokens;
-  EXPECT_EQ(row_kernel_tokens(1, 1 << 20, 2, -1), 1);   // one token: always the row kernel
-  EXPECT_EQ(row_kernel_tokens(2, 4096, 2, -1), 4);
-  EXPECT_EQ(row_kernel_tokens(5, 4096, 2, -1), 8);
-  EXPECT_EQ(row_kernel_tokens(8, 7168, 2, -1), 8);      // 112 KB of X^T
-  EXPECT_EQ(row_kernel_tokens(8, 7169, 2, -1), 0);      // more: the persistent kernel
-  EXPECT_EQ(row_kernel_tokens(4, 11008, 2, -1), 4);
-  EXPECT_EQ(row_kernel_tokens(8, 11008, 2, -1), 0);
-  EXPECT_EQ(row_kernel_tokens(9, 64, 2, -1), 0);        // beyond 8 tokens
-  EXPECT_EQ(row_kernel_tokens(4, 4096, 2, 0), 0);       // override
-  EXPECT_EQ(row_kernel_tokens(1, 4096, 2, 0), 1);
+  EXPECT_EQ(row_kernel_tokens(1, 1 << 20, -1), 1);   // one token: always the row kernel
+  EXPECT_EQ(row_kernel_tokens(2, 4096, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(4, 8192, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(4, 8193, -1), 0);      // longer K: the persistent kernel
+  EXPECT_EQ(row_kernel_tokens(4, 11008, -1), 0);
+  EXPECT_EQ(row_kernel_tokens(5, 4096, -1), 0);      // beyond 4 tokens
+  EXPECT_EQ(row_kernel_tokens(8, 4096, -1), 0);
+  EXPECT_EQ(row_kernel_tokens(3, 4096, 0), 0);       // override
+  EXPECT_EQ(row_kernel_tokens(1, 4096, 0), 1);
 }
 
 TEST(DecodeLaunch, MackoSharedXRule) {

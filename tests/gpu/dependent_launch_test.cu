@@ -63,13 +63,13 @@ TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
     int64_t tokens;
   };
   // macko: a warp per row (50 %), half warps (95 %), uneven rows, and few long rows (row pieces);
-  // 8 and 3 tokens (the row kernel with X^T in shared memory).
+  // 4 and 3 tokens (the row kernel with X^T in shared memory).
   // dense (dense.gemv, which loads its first weights before waiting): one and 16-token tiles.
   const Case cases[] = {{Format::macko, 3001, 4099, 0.5, "random", 1},
                         {Format::macko, 3001, 4099, 0.95, "random", 1},
                         {Format::macko, 2005, 3003, 0.7, "magnitude", 1},
                         {Format::macko, 300, 20011, 0.5, "random", 1},
-                        {Format::macko, 3001, 4099, 0.7, "magnitude", 8},
+                        {Format::macko, 3001, 4099, 0.7, "magnitude", 4},
                         {Format::macko, 1000, 4099, 0.5, "random", 3},
                         {Format::dense, 3001, 4099, 0.0, "random", 1},
                         {Format::dense, 1003, 4096, 0.0, "random", 9}};

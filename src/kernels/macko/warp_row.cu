@@ -265,7 +265,8 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   }
 }
 
-// ---- one token: a row per LANES lanes, X gathered through L1 or from shared memory ----------
+// ---- the row kernel: one token (X through L1 or shared memory) or 2..4 (X^T in shared memory),
+// a row per LANES lanes -------------------------------------------------------------------------
 // The persistent kernel above stages X^T in shared memory per block and walks rows with a
 // 4-step batch; at N = 1 it measured 36-60 % of the floor while csr.vector (non-persistent, a
 // warp per row, X through L1) reached 82-94 % of its own. This kernel is csr.vector's structure
@@ -291,9 +292,8 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
-// Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 4 or 8 tokens
-// run 16-warp blocks, so one X^T copy (K * NB * 2 bytes) serves twice the rows and three blocks
-// (48 warps) still fit an SM at K = 4096, NB = 8.
+// Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 4 tokens run
+// 16-warp blocks, so one X^T copy (K * 4 * 2 bytes, at most 64 KB) serves twice the rows.
 template <int NB>
 struct RowKernelShape {
   static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads : 512;
@@ -302,12 +302,11 @@ struct RowKernelShape {
   }
 };
 
-// NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4-, 8- or 16-byte access.
+// NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4- or 8-byte access.
 template <int NB>
 __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&w)[NB / 2]) {
-  if constexpr (NB == 8) {
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-  } else if constexpr (NB == 4) {
+  static_assert(NB == 2 || NB == 4, "2 or 4 tokens per X^T column");
+  if constexpr (NB == 4) {
     *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   } else {
     *reinterpret_cast<uint32_t*>(p) = w[0];
@@ -315,10 +314,7 @@ __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&
 }
 template <int NB>
 __device__ __forceinline__ void load_tokens(const unsigned char* p, uint32_t (&w)[NB / 2]) {
-  if constexpr (NB == 8) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
-  } else if constexpr (NB == 4) {
+  if constexpr (NB == 4) {
     const uint2 r = *reinterpret_cast<const uint2*>(p);
     w[0] = r.x, w[1] = r.y;
   } else {
@@ -567,7 +563,7 @@ const uint4* row_order_or_null(const macko::Matrix& mm) {
   return ordered ? reinterpret_cast<const uint4*>(mm.row_order.data()) : nullptr;
 }
 
-// SPARROW_MACKO_FEW_TOKENS=0: N = 2..8 run the persistent kernel, as before session 6
+// SPARROW_MACKO_FEW_TOKENS=0: N = 2..4 run the persistent kernel, as before session 6
 // (experiments; read once; unset: row_kernel_tokens' rule).
 int few_tokens_override() {
   static const int v = [] {
@@ -608,18 +604,15 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const T* x, int64_t ldx, 
                        accumulate);
 }
 
-// One token: X gathered through L1 or from shared memory (one_token_shared_x); NB = 4 or 8
-// tokens: always X^T in shared memory.
+// One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens (nb = 4):
+// X^T in shared memory.
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const T* x, int64_t ldx, int n,
                                 T* y, int64_t ldy, const T* bias, bool accumulate, bool dependent,
                                 Stream stream) {
-  if (nb == 8) {
-    return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, x, ldx, n, y, ldy, bias, accumulate,
-                                                        dependent, stream);
-  }
-  if (nb == 4) {
-    return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, x, ldx, n, y, ldy, bias, accumulate,
+  if (nb == kRowKernelMaxTokens) {
+    return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(
+        mm, x, ldx, n, y, ldy, bias, accumulate,
                                                         dependent, stream);
   }
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
@@ -631,7 +624,7 @@ cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const T* x, int
                                                        dependent, stream);
 }
 
-// The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1, 4, 8).
+// The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1 or 4).
 template <class T>
 Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb, const T* x,
                    int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
@@ -700,8 +693,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  // N = 1, and N = 2..8 when X^T fits (row_kernel_tokens): the row kernels; else the persistent one.
-  const int nb = row_kernel_tokens(p.n(), mm.shape.cols, int(sizeof(T)), few_tokens_override());
+  // N = 1, and N = 2..4 on K <= 8192 (row_kernel_tokens): the row kernels; else the persistent one.
+  const int nb = row_kernel_tokens(p.n(), mm.shape.cols, few_tokens_override());
   if (nb > 0 && mm.shape.cols <= kOneTokenMaxCols) {
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
@@ -747,11 +740,10 @@ bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int r
   return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
 }
 
-int row_kernel_tokens(int64_t n, int64_t cols, int element_bytes, int requested) {
+int row_kernel_tokens(int64_t n, int64_t cols, int requested) {
   if (n == 1) return 1;
-  if (n < 1 || n > 8 || requested == 0) return 0;
-  const int nb = n <= 4 ? 4 : 8;
-  return cols * nb * element_bytes <= kRowKernelMaxXBytes ? nb : 0;
+  if (n < 1 || n > kRowKernelMaxTokens || requested == 0) return 0;
+  return cols <= kRowKernelMaxCols ? kRowKernelMaxTokens : 0;
 }
 
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,

@@ -49,13 +49,13 @@ constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
                                 int sm_count, OneTokenKernel requested);
 // Whether the kernels hand rows out longest first (macko::Matrix::row_order): for uneven rows
-// (the longest above kEvenRowsRatio x the average). The one-token kernels then start the long
+// (the longest above kEvenRowsRatio x the average). The row kernels then start the long
 // rows of a magnitude-pruned weight in the first wave instead of ending on them; the persistent
 // kernel deals them round-robin, so every warp gets one row of each length band. `requested`
 // 0 / 1 overrides the rule (-1: the rule).
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested);
-// Whether the one-token kernels gather X from a copy in shared memory (each block copies X first)
-// instead of through L1. Measured on the H100 (session 6, bench/NOTES-decode.md): the copy wins
+// Whether the row kernels gather X (one token) from a copy in shared memory (each block copies X
+// first) instead of through L1. Measured on the H100 (session 6, bench/NOTES-decode.md): the copy wins
 // for K <= 8192 at 50-90 % (4096x4096 90 %: 5.7 -> 5.2 µs; 11008x4096 70 %: 16.9 -> 16.0) and at
 // high sparsity for longer K (4096x11008 90 %: 10.3 -> 9.1), but loses on 4096x11008 at 50-70 %
 // (22.9 -> 24.5 µs), where each block copies 22 KB for fewer weight bytes. `requested` 0 / 1
@@ -65,11 +65,16 @@ constexpr double kSharedXMaxDensity = 0.2;
 constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
-// Tokens per pass of the row kernels for N tokens: 1 for N = 1; 4 or 8 for N = 2..8 when X^T
-// (K x 4 or 8 tokens) fits kRowKernelMaxXBytes of shared memory (K <= 7168 at 8 tokens, 14336 at
-// 4, fp16); 0: the persistent kernel. `requested` 0 sends N = 2..8 to the persistent kernel.
-constexpr int64_t kRowKernelMaxXBytes = 112 * 1024;
-int row_kernel_tokens(int64_t n, int64_t cols, int element_bytes, int requested);
+// Tokens per pass of the row kernels for N tokens: 1 for N = 1; 4 (X^T of K x 4 tokens in shared
+// memory) for N = 2..4 on K <= kRowKernelMaxCols; 0: the persistent kernel. Measured on the H100
+// (session 6, bench/NOTES-decode.md): at 2..4 tokens the row kernel took 11008x4096 from 41.4 /
+// 29.2 / 16.8 to 36.2 / 25.4 / 14.1 µs at 50 / 70 / 90 % and 28672x8192 from 153 / 101 / 51 to
+// 140 / 95 / 46, but lost on 4096x11008 (36.2 -> 41.2 at 50 %); at 8 tokens (16-byte X^T loads) it
+// lost or tied everywhere (4096x4096 50 %: 21.2 -> 26.9). `requested` 0 keeps the persistent
+// kernel for N > 1.
+constexpr int kRowKernelMaxTokens = 4;
+constexpr int64_t kRowKernelMaxCols = 8192;
+int row_kernel_tokens(int64_t n, int64_t cols, int requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. `requested` 1, 2 or 4
 // overrides the rule (0: the rule).
