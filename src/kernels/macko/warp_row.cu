@@ -517,7 +517,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     float mine = 0.f;
 #pragma unroll
     for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
-    if (sl < min(NB, n) && row < m) store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
+    if (sl < min(NB, n) && row < m) {
+      store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
+    }
   }
 }
 
@@ -604,8 +606,8 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const T* x, int64_t ldx, 
                        accumulate);
 }
 
-// One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens (nb = 4):
-// X^T in shared memory.
+// One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
+// (nb = 4): X^T in shared memory.
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const T* x, int64_t ldx, int n,
                                 T* y, int64_t ldy, const T* bias, bool accumulate, bool dependent,
@@ -631,13 +633,17 @@ Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, in
                    bool dependent, Stream stream) {
   cudaError_t e;
   if (which == OneTokenKernel::half_warp) {
-    e = launch_row_instance<T, 16, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 16, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
+                                   stream);
   } else if (pieces >= 4) {
-    e = launch_row_instance<T, 32, 4>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 4>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
+                                   stream);
   } else if (pieces == 2) {
-    e = launch_row_instance<T, 32, 2>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 2>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
+                                   stream);
   } else {
-    e = launch_row_instance<T, 32, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent, stream);
+    e = launch_row_instance<T, 32, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
+                                   stream);
   }
   return cuda_status(e, "macko.warp_row launch");
 }
