@@ -1,19 +1,34 @@
 #!/usr/bin/env python3
 """Markdown tables for bench/RESULTS.md from `sparrow bench --json` files (standard library only).
 
-usage: scripts/bench_tables.py RANDOM.json [MAGNITUDE.json]
+usage: scripts/bench_tables.py RANDOM.json [MAGNITUDE.json|MAGNITUDE.csv]
 
 Prints: the run's header, the stream-read rows, cuBLAS per shape and N, every kernel at N = 1
 (us, % of floor, speedup vs cuBLAS), the fastest sparse kernel per problem, and, given a
 magnitude file, each sparse kernel's magnitude/random time ratio.
 """
+import csv
 import json
 import sys
 
 
+def number(v):
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+
 def load(path):
+    """A bench --json file, or a --csv file as {"rows": [...]} (empty cells left out)."""
     with open(path) as f:
-        return json.load(f)
+        if not path.endswith(".csv"):
+            return json.load(f)
+        lines = [line for line in f if not line.startswith("#")]
+    return {"rows": [{k: number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(lines)]}
 
 
 def header(d):
@@ -143,7 +158,8 @@ def main(argv):
     if len(argv) == 3:
         mag = load(argv[2])
         print("### Magnitude pattern: time(magnitude) / time(random), same kernel and problem\n")
-        print(header(mag))
+        if "device" in mag:
+            print(header(mag))
         print(magnitude_table(rand, mag) + "\n")
 
 
