@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
 #include "engine_test_util.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/generate.hpp"
@@ -22,6 +23,8 @@ namespace sparrow {
 namespace {
 
 namespace fs = std::filesystem;
+using sparrow::test::run_cli;
+using sparrow::test::tokens_line;
 
 std::shared_ptr<const engine::Model> make_model(const engine::LlamaConfig& c, uint64_t seed) {
   return std::make_shared<engine::Model>(
@@ -125,26 +128,6 @@ TEST(EngineEos, BatchSequencesStopOnTheirOwn) {
 
 namespace {
 
-std::string run_cli(const std::string& args, int& code) {
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  const int st = pclose(p);
-  code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
-std::vector<int32_t> tokens_line(const std::string& out) {
-  std::vector<int32_t> ids;
-  const size_t at = out.find("tokens:");
-  if (at == std::string::npos) return ids;
-  std::istringstream line(out.substr(at + 7, out.find('\n', at) - at - 7));
-  for (int32_t id; line >> id;) ids.push_back(id);
-  return ids;
-}
 
 void set_eos(const fs::path& model, const nlohmann::json& eos) {
   nlohmann::json cfg;

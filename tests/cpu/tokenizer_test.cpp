@@ -17,10 +17,13 @@
 #include <sentencepiece_trainer.h>
 #endif
 
+#include "cli_test_util.hpp"
 #include "sparrow/engine/tokenizer.hpp"
 
 using namespace sparrow;
 namespace fs = std::filesystem;
+using sparrow::test::run_cli;
+using sparrow::test::TempDir;
 
 namespace {
 
@@ -32,27 +35,6 @@ engine::Model stub_model(int64_t vocab, bool byte_level) {
   return m;
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("sparrow_tok_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-std::string run_cli(const std::string& args, int& code) {
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  const int st = pclose(p);
-  code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
 
 }  // namespace
 
@@ -188,11 +170,8 @@ TEST(Tokenizer, RunTakesATextPromptThroughSentencePiece) {
   const std::string by_ids =
       run_cli("run -m " + model.string() + " --tokens " + list + " -n 5 --backend cpu", code);
   ASSERT_EQ(code, 0) << by_ids;
-  const size_t at = by_ids.find("tokens:");
-  ASSERT_NE(at, std::string::npos) << by_ids;
   std::vector<int32_t> all = ids.value();
-  std::istringstream line(by_ids.substr(at + 7, by_ids.find('\n', at) - at - 7));
-  for (int32_t id; line >> id;) all.push_back(id);
+  for (int32_t id : sparrow::test::tokens_line(by_ids)) all.push_back(id);
   ASSERT_EQ(all.size(), ids->size() + 5) << by_ids;
   // Greedy both times: the text run printed exactly the prompt and these 5 ids, decoded.
   EXPECT_NE(out.find(t.value()->decode(all) + "\n"), std::string::npos)

@@ -538,22 +538,23 @@ OneTokenKernel one_token_override() {
   return v;
 }
 
+// An integer experiment knob from the environment, `unset` when it is not set. Each knob below
+// reads it once.
+int env_knob(const char* name, int unset) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : unset;
+}
+
 // SPARROW_MACKO_PIECES=1|2|4 overrides row_pieces (experiments; read once; 0 = the rule).
 int pieces_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_MACKO_PIECES");
-    return e ? std::atoi(e) : 0;
-  }();
+  static const int v = env_knob("SPARROW_MACKO_PIECES", 0);
   return v;
 }
 
 // SPARROW_MACKO_ORDER=0|1: never / always hand rows out longest first (experiments; read once;
 // unset: the rule in use_row_order).
 int order_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_MACKO_ORDER");
-    return e ? std::atoi(e) : -1;
-  }();
+  static const int v = env_knob("SPARROW_MACKO_ORDER", -1);
   return v;
 }
 
@@ -568,20 +569,14 @@ const uint4* row_order_or_null(const macko::Matrix& mm) {
 // SPARROW_MACKO_FEW_TOKENS=0: N = 2..4 run the persistent kernel, as before session 6
 // (experiments; read once; unset: row_kernel_tokens' rule).
 int few_tokens_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_MACKO_FEW_TOKENS");
-    return e ? std::atoi(e) : -1;
-  }();
+  static const int v = env_knob("SPARROW_MACKO_FEW_TOKENS", -1);
   return v;
 }
 
 // SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
 // (experiments; read once; unset: the rule in one_token_shared_x).
 int shared_x_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_MACKO_SHARED_X");
-    return e ? std::atoi(e) : -1;
-  }();
+  static const int v = env_knob("SPARROW_MACKO_SHARED_X", -1);
   return v;
 }
 
