@@ -179,6 +179,7 @@ TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
   auto src = test::random_source(c, 9, DType::bf16);
   auto m = engine::build_model(c, src);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m.value().name = "qwen2-shaped random bf16";  // built in memory: no directory to name it
   std::vector<int32_t> tokens;
   for (int i = 0; i < 200; ++i) tokens.push_back((i * 37) % 300);
   // bf16 activations: a relative half-ulp of 2^-8 per rounding.
