@@ -17,6 +17,13 @@ any pre-tokens, so the model need not be retrained):
                     (one digit a pre-token), no BOS
   gpt2              the llama3 model behind GPT-2's ByteLevel(use_regex) pre-tokenizer, no BOS
 
+Every fixture also has added tokens beyond BOS/EOS, with the flags sparrow implements:
+  llama2*           <mask> (special, lstrip) and <sep> (special, rstrip) after the vocab
+  llama3/qwen2/gpt2 <|eot_id|>, <|start_header_id|>, <|end_header_id|> (special), <mask>
+                    (special, lstrip), and <|endoftext|> (special, normalized, rstrip)
+and SPECIAL_CASES, strings holding added tokens of both styles (Llama 2's <s> and Llama 3's
+<|begin_of_text|>, so each fixture also sees the other style's tokens as plain text).
+
 Each fixture directory gets tokenizer.json and expected.json: {"cases": [{"text", "ids",
 "decoded"}]} where ids = encode(text) (with the post-processor's special tokens, as
 transformers' tokenizers add them by default) and decoded = decode(ids, skip_special_tokens).
@@ -30,7 +37,7 @@ import os
 import random
 import sys
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -92,6 +99,20 @@ CASES = [
     "  \n\n  trailing newline space\n ",
 ]
 
+# Added tokens in the text: split out first and given their ids (lstrip/rstrip taking the
+# spaces beside them), the text between them through the normal pipeline.
+SPECIAL_CASES = [
+    "<s>", "</s>", "<s>Hello world", "Hello <s> world", "Hello world</s>", "Hello<s>world",
+    "<s></s>", "<s> </s>", " <s> Hello </s> ", "<s><s>  <s>", "<<s>>", "<s", "</s", "s>",
+    "<unk>x", "a\n<s>\nb",
+    "<|begin_of_text|>Hello world", "Hello <|eot_id|> world", "Hello world<|eot_id|>",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>",
+    "<|eot_id|><|eot_id|> <|eot_id|>", "  <|eot_id|>  ", "<|begin_of", "<|begin_of_text",
+    "<|begin_of_text|", "x<|end_of_text|>y", "<|<|eot_id|>|>",
+    "a <mask> b", "a  <mask>  b", "a\t<mask>\nb", "<mask>", " <mask>", "<s> <mask>",
+    "a <sep> b", "a <sep>  \n b", "<sep><sep> x", "<mask><sep>", "a <sep> <mask> b",
+    "a <|endoftext|> b", "<|endoftext|>  <|endoftext|>", "x <mask><|endoftext|> y",
+]
 
 # Short random strings over the characters where the pre-tokenizer patterns differ (letters,
 # numbers of other scripts, the kinds of white space, apostrophes and contraction letters,
@@ -109,7 +130,7 @@ def random_cases(n=150, seed=6):
 NFC_ACTIVE = nfc_active_set()
 
 
-def save(name, tok, cases=CASES + random_cases()):
+def save(name, tok, cases=CASES + SPECIAL_CASES + random_cases()):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
     tok.save(os.path.join(d, "tokenizer.json"), pretty=False)
@@ -159,7 +180,9 @@ def llama2_model():
 def llama2_tokenizer(vocab, merges):
     t = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True,
                              fuse_unk=True))
-    t.add_special_tokens(["<unk>", "<s>", "</s>"])
+    t.add_special_tokens(["<unk>", "<s>", "</s>",
+                          AddedToken("<mask>", special=True, lstrip=True, normalized=False),
+                          AddedToken("<sep>", special=True, rstrip=True, normalized=False)])
     t.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                      special_tokens=[("<s>", 1)])
     t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
@@ -184,7 +207,11 @@ def byte_level_tokenizer(vocab, merges, pre_tokenizer, bos=None, normalizer=None
     t = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
     t.normalizer = normalizer
     t.pre_tokenizer = pre_tokenizer
-    t.add_special_tokens(["<|begin_of_text|>", "<|end_of_text|>"])
+    t.add_special_tokens(["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
+                          "<|start_header_id|>", "<|end_header_id|>",
+                          AddedToken("<mask>", special=True, lstrip=True, normalized=False),
+                          AddedToken("<|endoftext|>", special=True, rstrip=True,
+                                     normalized=True)])
     steps = [processors.ByteLevel(trim_offsets=False)]
     if bos:
         steps.append(processors.TemplateProcessing(

@@ -2,6 +2,8 @@
 // sparrow::io) -> engine::Model.
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "sparrow/engine/model.hpp"
 #include "sparrow/io/checkpoint.hpp"
 #include "sparrow/io/config.hpp"
@@ -96,6 +98,14 @@ Result<LlamaConfig> llama_config(const io::ModelConfig& in) {
 
 Result<Model> load_model(const std::string& dir) {
   SPARROW_ASSIGN_OR_RETURN(io::ModelConfig cfg, io::load_config(dir));
+  // Generation stops at the EOS ids of config.json and of generation_config.json (transformers'
+  // generate() reads the latter, where Llama 3 instruct adds <|eot_id|> to config.json's).
+  SPARROW_ASSIGN_OR_RETURN(std::vector<int64_t> more_eos, io::load_generation_eos(dir));
+  for (int64_t id : more_eos)
+    if (std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), id) ==
+        cfg.eos_token_ids.end()) {
+      cfg.eos_token_ids.push_back(id);
+    }
   SPARROW_ASSIGN_OR_RETURN(LlamaConfig c, llama_config(cfg));
   SPARROW_ASSIGN_OR_RETURN(io::ModelWeights w, io::ModelWeights::open(dir));
   CheckpointSource src(std::move(w));

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "engine/tokenizer_config.hpp"
 #include "engine/tokenizer_json.hpp"
 
 #ifdef SPARROW_HAVE_SENTENCEPIECE
@@ -93,6 +94,16 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& dir, const 
   }
   if (has_json) {
     SPARROW_ASSIGN_OR_RETURN(auto t, JsonTokenizer::load(json_path, model.config.vocab));
+    // transformers' LlamaTokenizerFast rebuilds the template from add_bos_token; a file
+    // that sets it means it.
+    const std::string config_path = dir + "/tokenizer_config.json";
+    if (std::filesystem::exists(config_path)) {
+      SPARROW_ASSIGN_OR_RETURN(TokenizerConfig c, read_tokenizer_config(config_path));
+      if (c.add_bos_token) {
+        const Status s = t->set_add_bos(*c.add_bos_token, c.bos_token);
+        if (!s.ok()) return Status(s.code(), "'" + dir + "': " + s.message());
+      }
+    }
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
   if (model.byte_level) return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());

@@ -346,30 +346,112 @@ Status JsonTokenizer::read_added_tokens(const json& j) {
       return corrupt_data("has an added token without a valid id and content");
     }
     const auto id = size_t(a["id"].get<int64_t>());
+    const std::string content = a["content"].get<std::string>();
     if (tokens_.size() <= id) {
       tokens_.resize(id + 1);
       special_.resize(id + 1, 0);
     }
-    tokens_[id] = a["content"].get<std::string>();
-    special_[id] = a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>();
+    tokens_[id] = content;
+    const std::string where = "added token \"" + content + "\"";
+    SPARROW_ASSIGN_OR_RETURN(special_[id], get_bool(a, "special", false, where.c_str()));
+    AddedToken t{content, int32_t(id), false, false, true};
+    SPARROW_ASSIGN_OR_RETURN(t.lstrip, get_bool(a, "lstrip", false, where.c_str()));
+    SPARROW_ASSIGN_OR_RETURN(t.rstrip, get_bool(a, "rstrip", false, where.c_str()));
+    SPARROW_ASSIGN_OR_RETURN(t.normalized, get_bool(a, "normalized", true, where.c_str()));
+    SPARROW_ASSIGN_OR_RETURN(bool single_word, get_bool(a, "single_word", false, where.c_str()));
+    // single_word needs Rust's \w (word characters) at both ends, which sparrow has no table
+    // for; tokenizing as if it were false would be wrong where it matters.
+    if (single_word) return refuse("the added token flag single_word (on \"" + content + "\")");
+    if (t.normalized) {
+      // A normalized token is matched in normalized text against its own normalized content.
+      // Only NFC is identity on both here (encode refuses text NFC may change); Prepend and
+      // Replace would move the token and its neighbours, which sparrow does not follow.
+      for (const NormalizeStep& n : normalizers_) {
+        if (n.kind != NormalizeStep::nfc) {
+          return refuse("the added token flag normalized (on \"" + content +
+                        "\") behind a Prepend or Replace normalizer");
+        }
+        std::u32string cps;
+        unicode::decode_utf8(content, cps);
+        for (char32_t c : cps)
+          if (unicode::is_nfc_active(c)) {
+            return refuse("the added token flag normalized (on \"" + content +
+                          "\", which NFC may change)");
+          }
+      }
+    }
+    if (content.empty()) continue;  // `tokenizers` never matches an empty token
+    added_.push_back(std::move(t));
   }
+  for (auto& by_byte : added_by_byte_)
+    for (auto& list : by_byte) list.clear();
+  for (size_t i = 0; i < added_.size(); ++i)
+    added_by_byte_[added_[i].normalized][(unsigned char)added_[i].content[0]].push_back(i);
+  for (auto& by_byte : added_by_byte_)
+    for (auto& list : by_byte)
+      std::stable_sort(list.begin(), list.end(), [this](size_t a, size_t b) {
+        return added_[a].content.size() > added_[b].content.size();
+      });
   return Status::success();
 }
 
-Result<std::vector<std::string>> JsonTokenizer::pre_tokenize(const std::string& text) const {
-  if (!unicode::is_valid_utf8(text)) return invalid_argument("the prompt is not valid UTF-8");
-  std::string normalized = text;
+std::vector<JsonTokenizer::Segment> JsonTokenizer::split_added(const std::string& text,
+                                                               bool normalized) const {
+  const auto& by_byte = added_by_byte_[normalized];
+  std::vector<Segment> out;
+  size_t done = 0;  // end of the last segment
+  for (size_t at = 0; at < text.size();) {
+    const AddedToken* hit = nullptr;
+    for (size_t i : by_byte[(unsigned char)text[at]])
+      if (text.compare(at, added_[i].content.size(), added_[i].content) == 0) {
+        hit = &added_[i];  // the longest, as the list is longest first
+        break;
+      }
+    if (!hit) {
+      ++at;
+      continue;
+    }
+    size_t begin = at, end = at + hit->content.size();
+    if (hit->lstrip) {  // white space before it, back to the previous segment at most
+      while (begin > done) {
+        size_t prev = begin - 1;
+        while (prev > done && (text[prev] & 0xC0) == 0x80) --prev;
+        std::u32string c;
+        unicode::decode_utf8(text.substr(prev, begin - prev), c);
+        if (c.size() != 1 || !unicode::is_white_space(c[0])) break;
+        begin = prev;
+      }
+    }
+    if (hit->rstrip) {
+      while (end < text.size()) {
+        size_t next = end + 1;
+        while (next < text.size() && (text[next] & 0xC0) == 0x80) ++next;
+        std::u32string c;
+        unicode::decode_utf8(text.substr(end, next - end), c);
+        if (c.size() != 1 || !unicode::is_white_space(c[0])) break;
+        end = next;
+      }
+    }
+    if (done < begin) out.push_back({done, begin, -1});
+    out.push_back({begin, end, hit->id});
+    done = at = end;
+  }
+  if (done < text.size()) out.push_back({done, text.size(), -1});
+  return out;
+}
+
+Status JsonTokenizer::normalize(std::string& text) const {
   for (const NormalizeStep& n : normalizers_) {
     switch (n.kind) {
       case NormalizeStep::prepend:
-        if (!normalized.empty()) normalized = n.content + normalized;
+        if (!text.empty()) text = n.content + text;
         break;
       case NormalizeStep::replace:
-        replace_all(normalized, n.pattern, n.content);
+        replace_all(text, n.pattern, n.content);
         break;
       case NormalizeStep::nfc: {
         std::u32string cps;
-        unicode::decode_utf8(normalized, cps);
+        unicode::decode_utf8(text, cps);
         for (char32_t c : cps) {
           if (unicode::is_nfc_active(c)) {
             char hex[16];
@@ -384,8 +466,15 @@ Result<std::vector<std::string>> JsonTokenizer::pre_tokenize(const std::string& 
       }
     }
   }
+  return Status::success();
+}
+
+// `at_start`: the text begins the prompt (Metaspace's prepend_scheme "first" looks at that,
+// not at whether an added token came before).
+std::vector<std::string> JsonTokenizer::pre_tokenize_normalized(std::string text,
+                                                                bool at_start) const {
   std::vector<std::string> pieces;
-  if (!normalized.empty()) pieces.push_back(std::move(normalized));
+  if (!text.empty()) pieces.push_back(std::move(text));
   for (const PreTokenizeStep& p : pre_tokenizers_) {
     std::vector<std::string> next;
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -394,8 +483,8 @@ Result<std::vector<std::string>> JsonTokenizer::pre_tokenize(const std::string& 
       switch (p.kind) {
         case PreTokenizeStep::metaspace: {
           replace_all(piece, " ", p.replacement);
-          const bool prepend =
-              p.prepend == Prepend::always || (p.prepend == Prepend::first && i == 0);
+          const bool prepend = p.prepend == Prepend::always ||
+                               (p.prepend == Prepend::first && at_start && i == 0);
           if (prepend && !starts_with(piece, p.replacement)) piece = p.replacement + piece;
           if (!p.split_words) {
             parts.push_back(piece);
@@ -428,12 +517,64 @@ Result<std::vector<std::string>> JsonTokenizer::pre_tokenize(const std::string& 
   return pieces;
 }
 
+Result<std::vector<std::string>> JsonTokenizer::pre_tokenize(const std::string& text) const {
+  if (!unicode::is_valid_utf8(text)) return invalid_argument("the prompt is not valid UTF-8");
+  std::string normalized = text;
+  SPARROW_RETURN_IF_ERROR(normalize(normalized));
+  return pre_tokenize_normalized(std::move(normalized), /*at_start=*/true);
+}
+
+// As `tokenizers`: added tokens with normalized false are split out of the raw text; each
+// stretch between them is normalized on its own, then split on the normalized added tokens;
+// what remains is pre-tokenized and goes through BPE.
 Result<std::vector<int32_t>> JsonTokenizer::encode(const std::string& text) const {
-  SPARROW_ASSIGN_OR_RETURN(std::vector<std::string> pieces, pre_tokenize(text));
+  if (!unicode::is_valid_utf8(text)) return invalid_argument("the prompt is not valid UTF-8");
   std::vector<int32_t> ids = prefix_ids_;
-  for (const std::string& piece : pieces) bpe_.encode_word(piece, ids);
+  for (const Segment& raw : split_added(text, /*normalized=*/false)) {
+    if (raw.id >= 0) {
+      ids.push_back(raw.id);
+      continue;
+    }
+    std::string normalized = text.substr(raw.begin, raw.end - raw.begin);
+    SPARROW_RETURN_IF_ERROR(normalize(normalized));
+    for (const Segment& s : split_added(normalized, /*normalized=*/true)) {
+      if (s.id >= 0) {
+        ids.push_back(s.id);
+        continue;
+      }
+      const bool at_start = raw.begin == 0 && s.begin == 0;
+      for (const std::string& piece :
+           pre_tokenize_normalized(normalized.substr(s.begin, s.end - s.begin), at_start))
+        bpe_.encode_word(piece, ids);
+    }
+  }
   ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
+}
+
+Status JsonTokenizer::set_add_bos(bool add, const std::string& bos_token) {
+  if (!add) {
+    prefix_ids_.clear();
+    return Status::success();
+  }
+  if (bos_token.empty()) {
+    if (prefix_ids_.empty()) {
+      return corrupt_data("tokenizer_config.json has add_bos_token true but no bos_token");
+    }
+    return Status::success();
+  }
+  for (const AddedToken& t : added_)
+    if (t.content == bos_token) {
+      prefix_ids_ = {t.id};
+      return Status::success();
+    }
+  const auto it = bpe_.vocab().find(bos_token);
+  if (it == bpe_.vocab().end()) {
+    return corrupt_data("tokenizer_config.json's bos_token \"" + bos_token +
+                        "\" is not a token of tokenizer.json");
+  }
+  prefix_ids_ = {it->second};
+  return Status::success();
 }
 
 std::string JsonTokenizer::decode(const std::vector<int32_t>& ids) const {

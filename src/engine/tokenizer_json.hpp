@@ -5,8 +5,10 @@
 //   byte-level BPE (Llama 3, Qwen2, GPT-2): a Split pre-tokenizer with one of the regexes of
 //     engine/split_patterns.hpp and/or ByteLevel, an NFC normalizer (Qwen2), ByteLevel decoder.
 // The post-processor's TemplateProcessing adds its special tokens (BOS) around the prompt.
-// Added tokens are not looked for in the prompt text (a prompt containing "<s>" gets the ids
-// of those characters, not BOS); they decode, and special ones are dropped from decoded text.
+// Added tokens (special or not) are found in the prompt text first, as `tokenizers` does by
+// default: "<s>" or "<|eot_id|>" in a prompt becomes that token's id (leftmost-longest match;
+// lstrip / rstrip take the white space beside it) and only the text between them goes through
+// the pipeline. They decode, and special ones are dropped from decoded text.
 // Everything else is refused with unsupported, naming the part sparrow does not implement.
 #pragma once
 
@@ -34,8 +36,15 @@ class JsonTokenizer final : public Tokenizer {
   Result<std::vector<int32_t>> encode(const std::string& text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
 
-  // The pieces BPE sees (after the normalizers and pre-tokenizers); for tests.
+  // The pieces BPE sees (after the normalizers and pre-tokenizers) for text without added
+  // tokens; for tests.
   Result<std::vector<std::string>> pre_tokenize(const std::string& text) const;
+
+  // tokenizer_config.json's add_bos_token (transformers' LlamaTokenizerFast honours it): false
+  // drops the template's tokens before the text; true makes them `bos_token` (corrupt_data when
+  // that is not a token of the file), or keeps them when `bos_token` is empty (corrupt_data if
+  // there are none).
+  Status set_add_bos(bool add, const std::string& bos_token);
 
  private:
   enum class Prepend { always, first, never };
@@ -67,6 +76,21 @@ class JsonTokenizer final : public Tokenizer {
   Status read_decoder(const nlohmann::json& j);
   Status read_added_tokens(const nlohmann::json& j);
 
+  struct AddedToken {
+    std::string content;
+    int32_t id;
+    bool lstrip, rstrip, normalized;
+  };
+  // A stretch of text [begin, end) of the string it was found in; id -1: plain text, else an
+  // added token (the stretch includes the white space its lstrip / rstrip took).
+  struct Segment {
+    size_t begin, end;
+    int32_t id;
+  };
+  std::vector<Segment> split_added(const std::string& text, bool normalized) const;
+  Status normalize(std::string& text) const;
+  std::vector<std::string> pre_tokenize_normalized(std::string text, bool at_start) const;
+
   Bpe bpe_;
   std::vector<NormalizeStep> normalizers_;
   std::vector<PreTokenizeStep> pre_tokenizers_;
@@ -75,6 +99,10 @@ class JsonTokenizer final : public Tokenizer {
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // TemplateProcessing's single template
   std::vector<std::string> tokens_;               // by id ("" for unused ids)
   std::vector<char> special_;                     // by id: a special added token
+  std::vector<AddedToken> added_;
+  // Indices into added_ by first byte of the content, longest content first; [0]: tokens
+  // matched in the raw text, [1]: normalized ones, matched in the normalized text.
+  std::vector<size_t> added_by_byte_[2][256];
 };
 
 }  // namespace sparrow::engine

@@ -1,5 +1,6 @@
-// Stopping at EOS: config.json's eos_token_id (an id, a list, or null), engine::generate stopping
-// a sequence at it (and the others of a batch going on), and `sparrow run --ignore-eos`.
+// Stopping at EOS: config.json's eos_token_id (an id, a list, or null) joined by
+// generation_config.json's, engine::generate stopping a sequence at it (and the others of a
+// batch going on), and `sparrow run --ignore-eos`.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "engine_test_util.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/generate.hpp"
+#include "sparrow/engine/model.hpp"
 #include "sparrow/io/config.hpp"
 
 namespace sparrow {
@@ -169,6 +171,67 @@ TEST(EngineEos, RunStopsAtEosUnlessIgnored) {
   out = run_cli(run + " --ignore-eos", code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(tokens_line(out), all) << out;
+  fs::remove_all(dir);
+}
+
+// generation_config.json's eos_token_id (an id or a list) joins config.json's; a bad file is
+// corrupt_data naming it.
+TEST(EngineEos, GenerationConfigAddsEosIds) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("sparrow_geneos_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  int code = -1;
+  const std::string synth = run_cli(
+      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 64 "
+      "--max-positions 64 --out " + dir.string(), code);
+  ASSERT_EQ(code, 0) << synth;
+  set_eos(dir, 2);
+  auto eos_of = [&](const char* generation_config) -> Result<std::vector<int32_t>> {
+    if (generation_config) {
+      std::ofstream(dir / "generation_config.json") << generation_config;
+    } else {
+      fs::remove(dir / "generation_config.json");
+    }
+    SPARROW_ASSIGN_OR_RETURN(engine::Model m, engine::load_model(dir.string()));
+    return m.config.eos_ids;
+  };
+  auto none = eos_of(nullptr);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(none.value(), (std::vector<int32_t>{2}));
+  auto one = eos_of(R"({"bos_token_id": 1, "eos_token_id": 7})");
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one.value(), (std::vector<int32_t>{2, 7}));
+  // Ids already there are not repeated; ids past the vocab can never be generated.
+  auto list = eos_of(R"({"eos_token_id": [2, 9, 5, 999]})");
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  EXPECT_EQ(list.value(), (std::vector<int32_t>{2, 9, 5}));
+  auto null_eos = eos_of(R"({"eos_token_id": null, "do_sample": true})");
+  ASSERT_TRUE(null_eos.ok());
+  EXPECT_EQ(null_eos.value(), (std::vector<int32_t>{2}));
+  for (const char* bad : {"{ not json", "[1, 2]", R"({"eos_token_id": "</s>"})",
+                          R"({"eos_token_id": [2, -1]})", R"({"eos_token_id": [2.5]})"}) {
+    auto r = eos_of(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::corrupt_data) << bad;
+    EXPECT_NE(r.status().message().find("generation_config.json"), std::string::npos)
+        << r.status().message();
+  }
+
+  // `sparrow run` stops at an id that only generation_config.json names.
+  fs::remove(dir / "generation_config.json");
+  set_eos(dir, nullptr);
+  const std::string run = "run -m " + dir.string() + " --tokens 3,1,4,1,5 -n 12 --backend cpu";
+  std::string out = run_cli(run, code);
+  ASSERT_EQ(code, 0) << out;
+  const std::vector<int32_t> all = tokens_line(out);
+  ASSERT_EQ(all.size(), 12u) << out;
+  const int at = first_new_id(all, 2);
+  ASSERT_GE(at, 2) << out;
+  std::ofstream(dir / "generation_config.json")
+      << "{\"eos_token_id\": [" << all[size_t(at)] << "]}";
+  out = run_cli(run, code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(tokens_line(out), std::vector<int32_t>(all.begin(), all.begin() + at + 1)) << out;
   fs::remove_all(dir);
 }
 

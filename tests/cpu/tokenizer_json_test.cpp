@@ -1,14 +1,16 @@
 // tokenizer.json (src/engine/tokenizer_json.hpp) against Hugging Face `tokenizers`: the fixtures
 // in tests/data/tokenizers/ (written by scripts/make_tokenizer_fixtures.py) hold tiny trained
 // tokenizers in the pipelines of Llama 2, Llama 3, Qwen2 and GPT-2 with the ids, pre-tokens and
-// decoded text the reference gave for each test string; sparrow must give exactly those.
-// Then the refusals, and `sparrow run -p` through a tokenizer.json.
+// decoded text the reference gave for each test string (including strings holding added tokens
+// such as <s> and <|eot_id|>); sparrow must give exactly those. Then the refusals,
+// tokenizer_config.json's add_bos_token, and `sparrow run -p` through a tokenizer.json.
 #include "engine/tokenizer_json.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +33,7 @@ using nlohmann::json;
 namespace {
 
 const fs::path kFixtures = fs::path(SPARROW_SOURCE_DIR) / "tests" / "data" / "tokenizers";
-constexpr int64_t kVocab = 600;  // above every fixture's ids (499 and 522 tokens)
+constexpr int64_t kVocab = 600;  // above every fixture's ids (501 and 527 tokens)
 
 engine::Model stub_model(int64_t vocab) {
   engine::Model m;
@@ -243,13 +245,107 @@ TEST(TokenizerJson, RefusesWhatItDoesNotImplement) {
     j["model"]["dropout"] = 0.1;
     expect_refused(load_status(j), Code::unsupported, "dropout");
   }
+  {  // an added token flag sparrow does not implement
+    json j = llama3;
+    j["added_tokens"][2]["single_word"] = true;
+    expect_refused(load_status(j), Code::unsupported, "single_word");
+  }
+  {  // a normalized added token behind Llama 2's Prepend + Replace normalizer
+    json j = llama2;
+    j["added_tokens"][1]["normalized"] = true;
+    expect_refused(load_status(j), Code::unsupported, "normalized");
+  }
+  {
+    json j = llama3;
+    j["added_tokens"][0]["lstrip"] = "yes";
+    expect_refused(load_status(j), Code::corrupt_data, "lstrip");
+  }
+}
+
+// Added tokens of both styles are found in the prompt (the fixtures hold many more cases).
+TEST(TokenizerJson, SpecialTokensInThePrompt) {
+  auto llama2 = load_fixture(kFixtures / "llama2");
+  auto llama3 = load_fixture(kFixtures / "llama3");
+  ASSERT_TRUE(llama2 && llama3);
+  auto a = llama2->encode("<s>x</s>");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->front(), 1);
+  EXPECT_EQ(a.value()[1], 1);
+  EXPECT_EQ(a->back(), 2);
+  auto b = llama3->encode("<|begin_of_text|>x<|eot_id|>");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b.value(), (std::vector<int32_t>{520, 520, 87, 522}));
+  auto partial = llama3->encode("<|begin_of");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(std::count(partial->begin(), partial->end(), 520), 1);  // only the template's
+}
+
+namespace {
+
+// The ids of "Hello world" through `fixture`'s tokenizer.json beside a tokenizer_config.json of
+// `config` (none when null).
+Result<std::vector<int32_t>> ids_with_config(const char* fixture, const char* config) {
+  TempDir d("tokcfg");
+  fs::copy_file(kFixtures / fixture / "tokenizer.json", d.path / "tokenizer.json");
+  if (config) std::ofstream(d.path / "tokenizer_config.json") << config;
+  SPARROW_ASSIGN_OR_RETURN(auto t, engine::load_tokenizer(d.path.string(), stub_model(kVocab)));
+  return t->encode("Hello world");
+}
+
+}  // namespace
+
+// tokenizer_config.json's add_bos_token decides whether the template's BOS comes first.
+TEST(TokenizerJson, TokenizerConfigAddBosToken) {
+  const auto plain = ids_with_config("llama3", nullptr);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->front(), 520);
+  const std::vector<int32_t> text(plain->begin() + 1, plain->end());
+  auto with = [](std::vector<int32_t> prefix, const std::vector<int32_t>& rest) {
+    prefix.insert(prefix.end(), rest.begin(), rest.end());
+    return prefix;
+  };
+  for (const auto& [config, want] : std::vector<std::pair<const char*, std::vector<int32_t>>>{
+           {R"({"add_bos_token": false, "bos_token": "<|begin_of_text|>"})", text},
+           {R"({"add_bos_token": true})", plain.value()},
+           {R"({"add_bos_token": null})", plain.value()},
+           {R"({"tokenizer_class": "PreTrainedTokenizerFast"})", plain.value()},
+           {R"({"add_bos_token": true, "bos_token": "<|end_of_text|>"})", with({521}, text)},
+       }) {
+    auto ids = ids_with_config("llama3", config);
+    ASSERT_TRUE(ids.ok()) << config << ": " << ids.status().to_string();
+    EXPECT_EQ(ids.value(), want) << config;
+  }
+  // qwen2's template adds nothing: add_bos_token true needs a bos_token, here an AddedToken.
+  auto qwen = ids_with_config(
+      "qwen2", R"({"add_bos_token": true, "bos_token": {"content": "<|begin_of_text|>",
+                  "lstrip": false}})");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().to_string();
+  EXPECT_EQ(qwen.value(), with({520}, text));
+  // The Llama 2 pipeline, and a BOS that is a vocab token rather than an added one.
+  auto llama2 = ids_with_config("llama2", R"({"add_bos_token": false})");
+  ASSERT_TRUE(llama2.ok());
+  EXPECT_NE(llama2->front(), 1);
+  auto vocab_bos = ids_with_config("llama2", R"({"add_bos_token": true, "bos_token": "<0x41>"})");
+  ASSERT_TRUE(vocab_bos.ok());
+  EXPECT_EQ(vocab_bos->front(), 3 + 0x41);
+  for (const auto& [fixture, config, says] : std::vector<std::array<const char*, 3>>{
+           {"qwen2", R"({"add_bos_token": true})", "no bos_token"},
+           {"llama3", R"({"add_bos_token": true, "bos_token": "<nope>"})", "<nope>"},
+           {"llama3", R"({"add_bos_token": "false"})", "add_bos_token"},
+           {"llama3", R"({"add_bos_token": true, "bos_token": 1})", "bos_token"},
+           {"llama3", "{ not json", "tokenizer_config.json"},
+       }) {
+    auto ids = ids_with_config(fixture, config);
+    ASSERT_FALSE(ids.ok()) << config;
+    expect_refused(ids.status(), Code::corrupt_data, says);
+  }
 }
 
 TEST(TokenizerJson, RefusesBadFiles) {
   const json llama3 = read_json(kFixtures / "llama3" / "tokenizer.json");
-  // Ids up to 521 (the added <|end_of_text|>) need a vocab of 522.
-  EXPECT_TRUE(load_status(llama3, 522).ok());
-  expect_refused(load_status(llama3, 521), Code::corrupt_data, "vocab_size is 521");
+  // Ids up to 526 (the last added token) need a vocab of 527.
+  EXPECT_TRUE(load_status(llama3, 527).ok());
+  expect_refused(load_status(llama3, 526), Code::corrupt_data, "vocab_size is 526");
   {
     json j = llama3;
     j["model"]["merges"].push_back(json::array({"no such", "token"}));
@@ -274,7 +370,7 @@ TEST(TokenizerJson, RunTakesATextPrompt) {
   const fs::path model = d.path / "model";
   int code = -1;
   const std::string synth = run_cli(
-      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 522 "
+      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 527 "
       "--max-positions 64 --out " +
           model.string(),
       code);
@@ -284,7 +380,7 @@ TEST(TokenizerJson, RunTakesATextPrompt) {
   const std::string out =
       run_cli("run -m " + model.string() + " -p '" + prompt + "' -n 5 --backend cpu", code);
   ASSERT_EQ(code, 0) << out;
-  auto t = engine::load_tokenizer(model.string(), stub_model(522));
+  auto t = engine::load_tokenizer(model.string(), stub_model(527));
   ASSERT_TRUE(t.ok());
   auto ids = t.value()->encode(prompt);
   ASSERT_TRUE(ids.ok());

@@ -156,7 +156,8 @@ void register_run(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos,
                 "generate all -n tokens; by default a sequence stops after the model's EOS id "
-                "(config.json eos_token_id), which its tokens: line ends with");
+                "(config.json and generation_config.json eos_token_id), which its tokens: line ends "
+                "with");
   cmd->callback([args, &exit_code] { exit_code = run_run(*args); });
 }
 

@@ -39,7 +39,8 @@ struct LlamaConfig {
   double rms_eps = 1e-5;
   bool tied_embeddings = false;
   bool qkv_bias = false;  // Qwen2: q/k/v projections have a bias
-  // config.json's eos_token_id (empty: none); generate stops a sequence at any of them.
+  // config.json's eos_token_id and generation_config.json's (load_model; empty: none);
+  // generate stops a sequence at any of them.
   std::vector<int32_t> eos_ids;
 
   int64_t q_dim() const { return heads * head_dim; }

@@ -6,8 +6,9 @@
 //   tokenizer.json a Hugging Face `tokenizers` file with a BPE model (src/engine/
 //                  tokenizer_json.hpp): the Llama 2 / Mistral pipeline (▁ for spaces, <0xXX>
 //                  byte fallback) and byte-level BPE (Llama 3, Qwen2, GPT-2 pre-tokenizer
-//                  regexes). BOS (or whatever its TemplateProcessing adds) comes first. Added
-//                  tokens such as "<s>" are not recognised inside the prompt text.
+//                  regexes). BOS (or whatever its TemplateProcessing adds) comes first, unless
+//                  tokenizer_config.json's add_bos_token says otherwise. Added tokens such as
+//                  "<s>" or "<|eot_id|>" in the prompt text become their ids.
 //   byte-level     vocab 256 and no tokenizer file: a token id is a byte of the UTF-8 text
 //                  (tinyllama-py).
 // Anything else (WordPiece or Unigram tokenizer.json, unknown normalizers, pre-tokenizers or
@@ -39,7 +40,8 @@ class Tokenizer {
 // directory has none, unsupported when the build lacks libsentencepiece or tokenizer.json uses
 // something sparrow does not implement (the message names it), corrupt_data when the file
 // cannot be read, tokenizer.model's size differs from config.json's vocab_size, or
-// tokenizer.json has ids at or above it.
+// tokenizer.json has ids at or above it, or tokenizer_config.json (read beside a tokenizer.json)
+// is malformed.
 Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& dir, const Model& model);
 
 // Whether this build reads SentencePiece models.

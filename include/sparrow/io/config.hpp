@@ -62,6 +62,12 @@ Result<ModelConfig> parse_config(const std::string& json_text);
 // `path` is a config.json file or a model directory containing one.
 Result<ModelConfig> load_config(const std::string& path);
 
+// The eos_token_id of `dir`/generation_config.json (an id, a list, or null), which can name
+// EOS ids that config.json lacks (Llama 3 instruct lists <|eot_id|> there). Empty when the
+// file or the field is absent; corrupt_data naming the file when it is not JSON or the field
+// is not ids.
+Result<std::vector<int64_t>> load_generation_eos(const std::string& dir);
+
 // The 2-D weight tensors a checkpoint of this config must hold, with their shapes (rows, cols),
 // in HF naming ("model.layers.0.self_attn.q_proj.weight", ...). lm_head is listed only when the
 // embeddings are not tied.
