@@ -1,23 +1,16 @@
 // tokenizer_config.json -> TokenizerConfig (tokenizer_config.hpp).
 #include "engine/tokenizer_config.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "io/json_file.hpp"
 
 namespace sparrow::engine {
 
 using nlohmann::json;
 
 Result<TokenizerConfig> read_tokenizer_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(Code::io_error, "cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return corrupt_data("'" + path + "' is not a JSON object");
-  }
+  SPARROW_ASSIGN_OR_RETURN(const json j, io::read_json_object(path));
   TokenizerConfig c;
   if (j.contains("add_bos_token") && !j["add_bos_token"].is_null()) {
     if (!j["add_bos_token"].is_boolean()) {

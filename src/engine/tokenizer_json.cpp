@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/unicode.hpp"
+#include "io/json_file.hpp"
 
 namespace sparrow::engine {
 
@@ -116,14 +117,7 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::load(const std::string& pa
   auto with_path = [&path](const Status& s) {
     return Status(s.code(), "'" + path + "': " + s.message());
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(Code::io_error, "cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return corrupt_data("'" + path + "' is not a JSON object");
-  }
+  SPARROW_ASSIGN_OR_RETURN(const json j, io::read_json_object(path));
   if (!j.contains("model") || !j["model"].is_object()) {
     return corrupt_data("'" + path + "' has no \"model\" object");
   }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_file.hpp"
 #include "sparrow/io/config.hpp"
 
 namespace sparrow::io {
@@ -217,12 +218,7 @@ Result<std::vector<int64_t>> load_generation_eos(const std::string& dir) {
   const std::string file = dir + "/generation_config.json";
   struct stat st {};
   if (stat(file.c_str(), &st) != 0) return std::vector<int64_t>{};  // optional
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status(Code::io_error, "cannot read " + file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return corrupt_data(file + " is not a JSON object");
+  SPARROW_ASSIGN_OR_RETURN(const json j, read_json_object(file));
   std::vector<int64_t> ids;
   if (!read_eos(j, ids).ok()) {
     return corrupt_data(file + ": \"eos_token_id\" is not a token id or a list of them");

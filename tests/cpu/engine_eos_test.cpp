@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using sparrow::test::run_cli;
+using sparrow::test::TempDir;
 using sparrow::test::tokens_line;
 
 std::shared_ptr<const engine::Model> make_model(const engine::LlamaConfig& c, uint64_t seed) {
@@ -143,27 +144,51 @@ void set_eos(const fs::path& model, const nlohmann::json& eos) {
 
 }  // namespace
 
+// Writes a one-layer random model with a 64-token vocabulary to tmp/model and returns its path;
+// empty (the CLI's output in `log`) when `sparrow synth` failed.
+fs::path synth_tiny(const TempDir& tmp, std::string& log) {
+  const fs::path dir = tmp.path / "model";
+  int code = -1;
+  log = run_cli("synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 "
+                "--vocab 64 --max-positions 64 --out " + dir.string(), code);
+  return code == 0 ? dir : fs::path();
+}
+
+// The CLI tests below each get a fresh tiny model from `sparrow synth` in a temporary folder.
+class EngineEosCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string log;
+    dir = synth_tiny(tmp, log);
+    ASSERT_FALSE(dir.empty()) << log;
+    run = "run -m " + dir.string() + " --tokens 3,1,4,1,5 -n 12 --backend cpu";
+  }
+  // `sparrow run` with no EOS: its 12 greedy ids in `all` and in `at` the index of the first id
+  // not produced before (made the EOS, it stops the run right there).
+  void run_without_eos() {
+    set_eos(dir, nullptr);
+    int code = -1;
+    const std::string out = run_cli(run, code);
+    ASSERT_EQ(code, 0) << out;
+    all = tokens_line(out);
+    ASSERT_EQ(all.size(), 12u) << out;
+    at = first_new_id(all, 2);
+    ASSERT_GE(at, 2) << out;
+  }
+  TempDir tmp{"eos"};
+  fs::path dir;
+  std::string run;  // set once the model exists
+  std::vector<int32_t> all;
+  int at = -1;
+};
+
 // `sparrow run` on a synthetic model: the tokens: line ends at the EOS id (included) and
 // --ignore-eos (or a null eos_token_id) gives all -n tokens.
-TEST(EngineEos, RunStopsAtEosUnlessIgnored) {
-  const fs::path dir = fs::temp_directory_path() / ("sparrow_eos_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+TEST_F(EngineEosCli, RunStopsAtEosUnlessIgnored) {
+  ASSERT_NO_FATAL_FAILURE(run_without_eos());
   int code = -1;
-  const std::string synth = run_cli(
-      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 64 "
-      "--max-positions 64 --out " + dir.string(), code);
-  ASSERT_EQ(code, 0) << synth;
-  const std::string run = "run -m " + dir.string() + " --tokens 3,1,4,1,5 -n 12 --backend cpu";
-  set_eos(dir, nullptr);
-  std::string out = run_cli(run, code);
-  ASSERT_EQ(code, 0) << out;
-  const std::vector<int32_t> all = tokens_line(out);
-  ASSERT_EQ(all.size(), 12u) << out;
-  const int at = first_new_id(all, 2);
-  ASSERT_GE(at, 2) << out;
-
   set_eos(dir, {999, all[size_t(at)]});
-  out = run_cli(run, code);
+  std::string out = run_cli(run, code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(tokens_line(out), std::vector<int32_t>(all.begin(), all.begin() + at + 1)) << out;
   EXPECT_NE(out.find("stopped at EOS"), std::string::npos) << out;
@@ -171,20 +196,12 @@ TEST(EngineEos, RunStopsAtEosUnlessIgnored) {
   out = run_cli(run + " --ignore-eos", code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(tokens_line(out), all) << out;
-  fs::remove_all(dir);
 }
 
 // generation_config.json's eos_token_id (an id or a list) joins config.json's; a bad file is
 // corrupt_data naming it.
-TEST(EngineEos, GenerationConfigAddsEosIds) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("sparrow_geneos_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+TEST_F(EngineEosCli, GenerationConfigAddsEosIds) {
   int code = -1;
-  const std::string synth = run_cli(
-      "synth --preset custom --hidden 64 --layers 1 --heads 4 --intermediate 128 --vocab 64 "
-      "--max-positions 64 --out " + dir.string(), code);
-  ASSERT_EQ(code, 0) << synth;
   set_eos(dir, 2);
   auto eos_of = [&](const char* generation_config) -> Result<std::vector<int32_t>> {
     if (generation_config) {
@@ -219,20 +236,12 @@ TEST(EngineEos, GenerationConfigAddsEosIds) {
 
   // `sparrow run` stops at an id that only generation_config.json names.
   fs::remove(dir / "generation_config.json");
-  set_eos(dir, nullptr);
-  const std::string run = "run -m " + dir.string() + " --tokens 3,1,4,1,5 -n 12 --backend cpu";
-  std::string out = run_cli(run, code);
-  ASSERT_EQ(code, 0) << out;
-  const std::vector<int32_t> all = tokens_line(out);
-  ASSERT_EQ(all.size(), 12u) << out;
-  const int at = first_new_id(all, 2);
-  ASSERT_GE(at, 2) << out;
+  ASSERT_NO_FATAL_FAILURE(run_without_eos());
   std::ofstream(dir / "generation_config.json")
       << "{\"eos_token_id\": [" << all[size_t(at)] << "]}";
-  out = run_cli(run, code);
+  const std::string out = run_cli(run, code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(tokens_line(out), std::vector<int32_t>(all.begin(), all.begin() + at + 1)) << out;
-  fs::remove_all(dir);
 }
 
 }  // namespace sparrow
