@@ -193,11 +193,16 @@ int run_bench_model(const BenchModelArgs& a) {
       }
     }
     const engine::MemoryReport mem = backend->memory();
+    // The CPU backend's weights are its fp32 dense copy, whatever the format: name it as such.
+    const bool cpu = std::string(backend->name()) == "cpu";
     std::printf(
-        "\n%s at sparsity %.2f: weights %s (dense %s), KV cache %s, activations %s, "
+        "\n%s at sparsity %.2f: weights %s (dense %s)%s%s, KV cache %s, activations %s, "
         "peak device memory %s\n\n",
-        model->name.c_str(), measured_sparsity, human_bytes(mem.model_bytes).c_str(),
-        human_bytes(model->dense_weight_bytes()).c_str(), human_bytes(mem.kv_cache_bytes).c_str(),
+        model->name.c_str(), measured_sparsity,
+        human_bytes(cpu ? model->weight_bytes() : mem.model_bytes).c_str(),
+        human_bytes(model->dense_weight_bytes()).c_str(),
+        cpu ? ", held by the cpu backend as fp32 dense: " : "",
+        cpu ? human_bytes(mem.model_bytes).c_str() : "", human_bytes(mem.kv_cache_bytes).c_str(),
         human_bytes(mem.workspace_bytes).c_str(), human_bytes(mem.peak_device_bytes).c_str());
     rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
                              {"kv_cache_bytes", mem.kv_cache_bytes},
