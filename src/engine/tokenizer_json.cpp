@@ -32,6 +32,21 @@ std::string type_of(const json& j) {
                                                                       : std::string();
 }
 
+// A pipeline part of a type the reader does not know.
+Status refuse_type(const char* part, const std::string& type) {
+  return refuse(std::string(part) + " \"" + (type.empty() ? "(no type)" : type) + "\"");
+}
+
+// A "Sequence" node of a pipeline part: `read` on every entry of its `key` list.
+template <class Read>
+Status read_sequence(const json& j, const char* part, const char* key, Read read) {
+  if (!j.contains(key) || !j[key].is_array()) {
+    return corrupt_data(std::string(part) + " Sequence has no \"" + key + "\" list");
+  }
+  for (const json& step : j[key]) SPARROW_RETURN_IF_ERROR(read(step));
+  return Status::success();
+}
+
 // A string field, or `fallback` when absent or null.
 Result<std::string> get_string(const json& j, const char* key, const std::string& fallback,
                                const char* where) {
@@ -162,10 +177,8 @@ Result<std::unique_ptr<JsonTokenizer>> JsonTokenizer::load(const std::string& pa
 Status JsonTokenizer::read_normalizer(const json& j) {
   const std::string type = type_of(j);
   if (type == "Sequence") {
-    if (!j.contains("normalizers") || !j["normalizers"].is_array()) {
-      return corrupt_data("normalizer Sequence has no \"normalizers\" list");
-    }
-    for (const json& step : j["normalizers"]) SPARROW_RETURN_IF_ERROR(read_normalizer(step));
+    return read_sequence(j, "normalizer", "normalizers",
+                         [this](const json& step) { return read_normalizer(step); });
   } else if (type == "Prepend") {
     SPARROW_ASSIGN_OR_RETURN(std::string s, get_string(j, "prepend", "", "normalizer Prepend"));
     normalizers_.push_back({NormalizeStep::prepend, "", s});
@@ -177,7 +190,7 @@ Status JsonTokenizer::read_normalizer(const json& j) {
   } else if (type == "NFC") {
     normalizers_.push_back({NormalizeStep::nfc, "", ""});
   } else {
-    return refuse("normalizer \"" + (type.empty() ? "(no type)" : type) + "\"");
+    return refuse_type("normalizer", type);
   }
   return Status::success();
 }
@@ -185,10 +198,8 @@ Status JsonTokenizer::read_normalizer(const json& j) {
 Status JsonTokenizer::read_pre_tokenizer(const json& j) {
   const std::string type = type_of(j);
   if (type == "Sequence") {
-    if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) {
-      return corrupt_data("pre_tokenizer Sequence has no \"pretokenizers\" list");
-    }
-    for (const json& step : j["pretokenizers"]) SPARROW_RETURN_IF_ERROR(read_pre_tokenizer(step));
+    return read_sequence(j, "pre_tokenizer", "pretokenizers",
+                         [this](const json& step) { return read_pre_tokenizer(step); });
   } else if (type == "Metaspace") {
     PreTokenizeStep s{PreTokenizeStep::metaspace};
     SPARROW_ASSIGN_OR_RETURN(s.replacement, get_string(j, "replacement", "\u2581", "Metaspace"));
@@ -238,7 +249,7 @@ Status JsonTokenizer::read_pre_tokenizer(const json& j) {
     s.pattern = SplitPattern::gpt2;
     pre_tokenizers_.push_back(s);
   } else {
-    return refuse("pre_tokenizer \"" + (type.empty() ? "(no type)" : type) + "\"");
+    return refuse_type("pre_tokenizer", type);
   }
   return Status::success();
 }
@@ -246,15 +257,12 @@ Status JsonTokenizer::read_pre_tokenizer(const json& j) {
 Status JsonTokenizer::read_post_processor(const json& j) {
   const std::string type = type_of(j);
   if (type == "Sequence") {
-    if (!j.contains("processors") || !j["processors"].is_array()) {
-      return corrupt_data("post_processor Sequence has no \"processors\" list");
-    }
-    for (const json& step : j["processors"]) SPARROW_RETURN_IF_ERROR(read_post_processor(step));
-    return Status::success();
+    return read_sequence(j, "post_processor", "processors",
+                         [this](const json& step) { return read_post_processor(step); });
   }
   if (type == "ByteLevel") return Status::success();  // changes offsets only, not ids
   if (type != "TemplateProcessing") {
-    return refuse("post_processor \"" + (type.empty() ? "(no type)" : type) + "\"");
+    return refuse_type("post_processor", type);
   }
   if (!j.contains("single") || !j["single"].is_array()) {
     return corrupt_data("TemplateProcessing has no \"single\" template");
@@ -293,10 +301,8 @@ Status JsonTokenizer::read_post_processor(const json& j) {
 Status JsonTokenizer::read_decoder(const json& j) {
   const std::string type = type_of(j);
   if (type == "Sequence") {
-    if (!j.contains("decoders") || !j["decoders"].is_array()) {
-      return corrupt_data("decoder Sequence has no \"decoders\" list");
-    }
-    for (const json& step : j["decoders"]) SPARROW_RETURN_IF_ERROR(read_decoder(step));
+    return read_sequence(j, "decoder", "decoders",
+                         [this](const json& step) { return read_decoder(step); });
   } else if (type == "Replace") {
     DecodeStep s{DecodeStep::replace};
     SPARROW_ASSIGN_OR_RETURN(s.pattern, string_pattern(j, "decoder Replace"));
@@ -326,7 +332,7 @@ Status JsonTokenizer::read_decoder(const json& j) {
   } else if (type == "ByteLevel") {
     decoders_.emplace_back(DecodeStep::byte_level);
   } else {
-    return refuse("decoder \"" + (type.empty() ? "(no type)" : type) + "\"");
+    return refuse_type("decoder", type);
   }
   return Status::success();
 }

@@ -210,55 +210,38 @@ TEST(TokenizerJson, RefusesWhatItDoesNotImplement) {
     j["model"]["type"] = type;
     expect_refused(load_status(j), Code::unsupported, type);
   }
-  {  // a Split regex that is not Llama 3's, Qwen2's or GPT-2's
-    json j = llama3;
-    j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{N}{1,4}|\\s+";
-    expect_refused(load_status(j), Code::unsupported, "\\p{N}{1,4}|\\s+");
-  }
-  {
-    json j = llama3;
-    j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
-    expect_refused(load_status(j), Code::unsupported, "Removed");
-  }
-  {
-    json j = llama2;
-    j["normalizer"] = {{"type", "NFKC"}};
-    expect_refused(load_status(j), Code::unsupported, "NFKC");
-  }
-  {
-    json j = llama2;
-    j["pre_tokenizer"] = {{"type", "Whitespace"}};
-    expect_refused(load_status(j), Code::unsupported, "Whitespace");
-  }
-  {
-    json j = llama2;
-    j["decoder"] = {{"type", "WordPiece"}};
-    expect_refused(load_status(j), Code::unsupported, "WordPiece");
-  }
-  {
-    json j = llama2;
-    j["post_processor"] = {{"type", "BertProcessing"}};
-    expect_refused(load_status(j), Code::unsupported, "BertProcessing");
-  }
-  {
-    json j = llama2;
-    j["model"]["dropout"] = 0.1;
-    expect_refused(load_status(j), Code::unsupported, "dropout");
-  }
-  {  // an added token flag sparrow does not implement
-    json j = llama3;
-    j["added_tokens"][2]["single_word"] = true;
-    expect_refused(load_status(j), Code::unsupported, "single_word");
-  }
-  {  // a normalized added token behind Llama 2's Prepend + Replace normalizer
-    json j = llama2;
-    j["added_tokens"][1]["normalized"] = true;
-    expect_refused(load_status(j), Code::unsupported, "normalized");
-  }
-  {
-    json j = llama3;
-    j["added_tokens"][0]["lstrip"] = "yes";
-    expect_refused(load_status(j), Code::corrupt_data, "lstrip");
+  // One field changed in a fixture: (fixture, JSON pointer, new value, code, what the message
+  // names).
+  struct Case {
+    const json* base;
+    const char* pointer;
+    json value;
+    Code code;
+    const char* says;
+  };
+  const Case cases[] = {
+      // a Split regex that is not Llama 3's, Qwen2's or GPT-2's
+      {&llama3, "/pre_tokenizer/pretokenizers/0/pattern/Regex", "\\p{N}{1,4}|\\s+",
+       Code::unsupported, "\\p{N}{1,4}|\\s+"},
+      {&llama3, "/pre_tokenizer/pretokenizers/0/behavior", "Removed", Code::unsupported,
+       "Removed"},
+      {&llama2, "/normalizer", {{"type", "NFKC"}}, Code::unsupported, "NFKC"},
+      {&llama2, "/pre_tokenizer", {{"type", "Whitespace"}}, Code::unsupported, "Whitespace"},
+      {&llama2, "/decoder", {{"type", "WordPiece"}}, Code::unsupported, "WordPiece"},
+      {&llama2, "/post_processor", {{"type", "BertProcessing"}}, Code::unsupported,
+       "BertProcessing"},
+      {&llama2, "/model/dropout", 0.1, Code::unsupported, "dropout"},
+      // an added token flag sparrow does not implement
+      {&llama3, "/added_tokens/2/single_word", true, Code::unsupported, "single_word"},
+      // a normalized added token behind Llama 2's Prepend + Replace normalizer
+      {&llama2, "/added_tokens/1/normalized", true, Code::unsupported, "normalized"},
+      {&llama3, "/added_tokens/0/lstrip", "yes", Code::corrupt_data, "lstrip"},
+  };
+  for (const Case& c : cases) {
+    json j = *c.base;
+    j[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expect_refused(load_status(j), c.code, c.says);
   }
 }
 
