@@ -396,16 +396,14 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // gathers of a step scatter over ~1-4 KB of X, which costs L1 several wavefronts per warp
   // instruction; shared memory serves them with fewer (one_token_shared_x says when it pays).
   extern __shared__ __align__(16) unsigned char x_smem_raw[];
-  const T* xg = x;
+  T* xs = reinterpret_cast<T*>(x_smem_raw);  // XSMEM, one token: (K) X
   if constexpr (XSMEM && NB == 1) {
-    T* xs = reinterpret_cast<T*>(x_smem_raw);
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
     const uint32_t vecs = vec ? k / 8 : 0;
     for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x)
       reinterpret_cast<uint4*>(xs)[i] = __ldg(reinterpret_cast<const uint4*>(x) + i);
     for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
     __syncthreads();
-    xg = xs;
   } else if constexpr (NB > 1) {
     // X^T: column c's NB tokens side by side (NB * 2 bytes, one vector load per entry), zeros
     // for tokens past n. Reads are coalesced per token row.
@@ -458,7 +456,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       for (int i = 0; i < 8; ++i) {
         col += ((d >> (4 * i)) & 0xFu) + 1u;
         if constexpr (XSMEM) {
-          xv[i] = to_float(xg[min(col, k - 1u)]);
+          xv[i] = to_float(xs[min(col, k - 1u)]);
         } else {
           xv[i] = to_float(__ldg(x + min(col, k - 1u)));
         }
@@ -580,10 +578,21 @@ int shared_x_override() {
   return v;
 }
 
+// One call of the row kernels: the activations, the epilogue and the launch mode.
+template <class T>
+struct RowCall {
+  const T* x;
+  int64_t ldx;
+  int n;
+  T* y;
+  int64_t ldy;
+  const T* bias;
+  bool accumulate;
+  bool dependent;
+};
+
 template <class T, int LANES, int PIECES, bool XSMEM, int NB>
-cudaError_t launch_row_kernel(const macko::Matrix& mm, const T* x, int64_t ldx, int n, T* y,
-                              int64_t ldy, const T* bias, bool accumulate, bool dependent,
-                              Stream stream) {
+cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   const int64_t m = mm.shape.rows;
   constexpr int kThreads = RowKernelShape<NB>::kThreads;
   const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
@@ -595,50 +604,40 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const T* x, int64_t ldx, 
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  return launch_kernel(dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
+  return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
-                       mm.deltas.data(), m, uint32_t(mm.shape.cols), x, ldx, n, y, ldy, bias,
-                       accumulate);
+                       mm.deltas.data(), m, uint32_t(mm.shape.cols), c.x, c.ldx,
+                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate);
 }
 
 // One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
 // (nb = 4): X^T in shared memory.
 template <class T, int LANES, int PIECES>
-cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const T* x, int64_t ldx, int n,
-                                T* y, int64_t ldy, const T* bias, bool accumulate, bool dependent,
+cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T>& c,
                                 Stream stream) {
   if (nb == kRowKernelMaxTokens) {
-    return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(
-        mm, x, ldx, n, y, ldy, bias, accumulate,
-                                                        dependent, stream);
+    return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(mm, c, stream);
   }
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                          shared_x_override())) {
-    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, x, ldx, 1, y, ldy, bias, accumulate,
-                                                        dependent, stream);
+    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream);
   }
-  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, x, ldx, 1, y, ldy, bias, accumulate,
-                                                       dependent, stream);
+  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, stream);
 }
 
 // The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1 or 4).
 template <class T>
-Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb, const T* x,
-                   int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
-                   bool dependent, Stream stream) {
+Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb,
+                   const RowCall<T>& c, Stream stream) {
   cudaError_t e;
   if (which == OneTokenKernel::half_warp) {
-    e = launch_row_instance<T, 16, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
-                                   stream);
+    e = launch_row_instance<T, 16, 1>(mm, nb, c, stream);
   } else if (pieces >= 4) {
-    e = launch_row_instance<T, 32, 4>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
-                                   stream);
+    e = launch_row_instance<T, 32, 4>(mm, nb, c, stream);
   } else if (pieces == 2) {
-    e = launch_row_instance<T, 32, 2>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
-                                   stream);
+    e = launch_row_instance<T, 32, 2>(mm, nb, c, stream);
   } else {
-    e = launch_row_instance<T, 32, 1>(mm, nb, x, ldx, n, y, ldy, bias, accumulate, dependent,
-                                   stream);
+    e = launch_row_instance<T, 32, 1>(mm, nb, c, stream);
   }
   return cuda_status(e, "macko.warp_row launch");
 }
@@ -703,8 +702,9 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
                              : 1;
-      return launch_rows<T>(mm, which, pieces, nb, x, p.x.ld, int(p.n()), y, p.y.ld, bias,
-                            p.opt.accumulate, p.opt.dependent_launch, stream);
+      const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
+                         p.opt.dependent_launch};
+      return launch_rows<T>(mm, which, pieces, nb, c, stream);
     }
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
