@@ -156,6 +156,7 @@ class CpuBackend final : public Backend {
 
   MemoryReport memory() const override {
     MemoryReport r;
+    r.held_as = "fp32 dense";
     for (const LayerF32& l : layers_) {
       for (const DenseF32* d : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
         r.model_bytes += d->panels.size() * sizeof(float);

@@ -193,17 +193,19 @@ int run_bench_model(const BenchModelArgs& a) {
       }
     }
     const engine::MemoryReport mem = backend->memory();
-    // The CPU backend's weights are its fp32 dense copy, whatever the format: name it as such.
-    const bool cpu = std::string(backend->name()) == "cpu";
+    // A backend's own copy of the weights (the CPU backend's fp32 dense panels) is named as such.
+    const std::string held =
+        mem.held_as ? std::string(", held by the ") + backend->name() + " backend as " +
+                          mem.held_as + ": " + human_bytes(mem.model_bytes)
+                    : "";
     std::printf(
-        "\n%s at sparsity %.2f: weights %s (dense %s)%s%s, KV cache %s, activations %s, "
+        "\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s, activations %s, "
         "peak device memory %s\n\n",
         model->name.c_str(), measured_sparsity,
-        human_bytes(cpu ? model->weight_bytes() : mem.model_bytes).c_str(),
-        human_bytes(model->dense_weight_bytes()).c_str(),
-        cpu ? ", held by the cpu backend as fp32 dense: " : "",
-        cpu ? human_bytes(mem.model_bytes).c_str() : "", human_bytes(mem.kv_cache_bytes).c_str(),
-        human_bytes(mem.workspace_bytes).c_str(), human_bytes(mem.peak_device_bytes).c_str());
+        human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
+        human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
+        human_bytes(mem.kv_cache_bytes).c_str(), human_bytes(mem.workspace_bytes).c_str(),
+        human_bytes(mem.peak_device_bytes).c_str());
     rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
                              {"kv_cache_bytes", mem.kv_cache_bytes},
                              {"workspace_bytes", mem.workspace_bytes},

@@ -119,14 +119,16 @@ int run_run(const RunArgs& a) {
                double(g->prompt_tokens * a.batch) / std::max(g->prefill_seconds, 1e-9),
                (long long)n, g->prefill_seconds + g->decode_seconds,
                n > 1 ? double(n - 1) / std::max(g->decode_seconds, 1e-9) : 0.0);
-  // The CPU backend holds every layer as fp32 dense panels (its own copy): say so, next to the
-  // size of the model as stored, so a pruned model's line does not read as a bigger model.
-  const bool cpu = std::string(backend->name()) == "cpu";
-  std::fprintf(stderr, "sparrow run: model %s%s%s, KV cache %s, peak device memory %s\n",
-               human_bytes(cpu ? model->weight_bytes() : mem.model_bytes).c_str(),
-               cpu ? " stored, held as fp32 dense: " : "",
-               cpu ? human_bytes(mem.model_bytes).c_str() : "",
-               human_bytes(mem.kv_cache_bytes).c_str(), human_bytes(mem.peak_device_bytes).c_str());
+  // A backend that keeps its own copy (the CPU backend's fp32 dense panels): the stored size
+  // first, so a pruned model's line does not read as a bigger model.
+  const std::string held =
+      mem.held_as ? std::string(" stored, held as ") + mem.held_as + ": " +
+                        human_bytes(mem.model_bytes)
+                  : "";
+  std::fprintf(stderr, "sparrow run: model %s%s, KV cache %s, peak device memory %s\n",
+               human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
+               held.c_str(), human_bytes(mem.kv_cache_bytes).c_str(),
+               human_bytes(mem.peak_device_bytes).c_str());
   return 0;
 }
 

@@ -20,6 +20,9 @@ struct BackendOptions {
 
 struct MemoryReport {
   size_t model_bytes = 0;  // weights as held by the backend
+  // How the backend holds them when that is not the model's own formats (the CPU backend: "fp32
+  // dense"); null when it keeps the stored formats (the GPU backend).
+  const char* held_as = nullptr;
   size_t kv_cache_bytes = 0;
   size_t workspace_bytes = 0;    // activations, logits
   size_t peak_device_bytes = 0;  // GPU: device memory in use at its highest (0 on the CPU)
