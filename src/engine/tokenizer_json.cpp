@@ -416,9 +416,7 @@ std::vector<JsonTokenizer::Segment> JsonTokenizer::split_added(const std::string
       while (begin > done) {
         size_t prev = begin - 1;
         while (prev > done && (text[prev] & 0xC0) == 0x80) --prev;
-        std::u32string c;
-        unicode::decode_utf8(text.substr(prev, begin - prev), c);
-        if (c.size() != 1 || !unicode::is_white_space(c[0])) break;
+        if (!unicode::is_white_space_at(text, prev, begin)) break;
         begin = prev;
       }
     }
@@ -426,9 +424,7 @@ std::vector<JsonTokenizer::Segment> JsonTokenizer::split_added(const std::string
       while (end < text.size()) {
         size_t next = end + 1;
         while (next < text.size() && (text[next] & 0xC0) == 0x80) ++next;
-        std::u32string c;
-        unicode::decode_utf8(text.substr(end, next - end), c);
-        if (c.size() != 1 || !unicode::is_white_space(c[0])) break;
+        if (!unicode::is_white_space_at(text, end, next)) break;
         end = next;
       }
     }

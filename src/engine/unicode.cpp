@@ -62,6 +62,14 @@ bool is_number(char32_t c) { return in_ranges(kNumbers, kNumberCount, c); }
 bool is_white_space(char32_t c) { return in_ranges(kWhiteSpace, kWhiteSpaceCount, c); }
 bool is_nfc_active(char32_t c) { return in_ranges(kNfcActive, kNfcActiveCount, c); }
 
+bool is_white_space_at(const std::string& text, size_t begin, size_t end) {
+  if (begin >= end || end > text.size()) return false;
+  char32_t cp = 0;
+  size_t bad = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data()) + begin;
+  return next_code_point(p, end - begin, cp, bad) == end - begin && is_white_space(cp);
+}
+
 bool decode_utf8(const std::string& text, std::u32string& out) {
   out.clear();
   out.reserve(text.size());

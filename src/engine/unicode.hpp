@@ -38,5 +38,7 @@ size_t utf8_length(unsigned char lead);
 // (which the ByteLevel decoder uses): one replacement per maximal invalid prefix.
 std::string lossy_utf8(const std::string& bytes);
 bool is_valid_utf8(const std::string& bytes);
+// Whether text[begin, end) is exactly one code point and that code point is white space.
+bool is_white_space_at(const std::string& text, size_t begin, size_t end);
 
 }  // namespace sparrow::engine::unicode
