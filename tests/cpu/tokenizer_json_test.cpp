@@ -115,29 +115,38 @@ TEST(TokenizerJson, LoadTokenizerPicksTokenizerJson) {
   EXPECT_EQ(ids.value(), (std::vector<int32_t>{520, 39, 294, 78, 269, 275, 75, 67}));
 }
 
-// Llama 2's own tokenizer.json writes merges as "a b" strings rather than pairs.
-TEST(TokenizerJson, MergesAsStrings) {
-  TempDir d("strings");
-  json j = read_json(kFixtures / "llama2" / "tokenizer.json");
-  for (json& m : j["model"]["merges"]) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+namespace {
+
+// `fixture`'s tokenizer.json changed by `edit` must still give the fixture's expected ids.
+template <class Edit>
+void check_edited_fixture(const char* fixture, const char* tag, Edit edit) {
+  TempDir d(tag);
+  json j = read_json(kFixtures / fixture / "tokenizer.json");
+  edit(j);
   write_json(d.path / "tokenizer.json", j);
-  fs::copy_file(kFixtures / "llama2" / "expected.json", d.path / "expected.json");
+  fs::copy_file(kFixtures / fixture / "expected.json", d.path / "expected.json");
   auto t = load_fixture(d.path);
   ASSERT_TRUE(t);
   check_cases(*t, d.path);
 }
 
+}  // namespace
+
+// Llama 2's own tokenizer.json writes merges as "a b" strings rather than pairs.
+TEST(TokenizerJson, MergesAsStrings) {
+  check_edited_fixture("llama2", "strings", [](json& j) {
+    for (json& m : j["model"]["merges"]) {
+      m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+    }
+  });
+}
+
 // The older Metaspace form (add_prefix_space instead of prepend_scheme) means "always".
 TEST(TokenizerJson, MetaspaceAddPrefixSpace) {
-  TempDir d("addprefix");
-  json j = read_json(kFixtures / "llama2-metaspace-split" / "tokenizer.json");
-  j["pre_tokenizer"].erase("prepend_scheme");
-  j["pre_tokenizer"]["add_prefix_space"] = true;
-  write_json(d.path / "tokenizer.json", j);
-  fs::copy_file(kFixtures / "llama2-metaspace-split" / "expected.json", d.path / "expected.json");
-  auto t = load_fixture(d.path);
-  ASSERT_TRUE(t);
-  check_cases(*t, d.path);
+  check_edited_fixture("llama2-metaspace-split", "addprefix", [](json& j) {
+    j["pre_tokenizer"].erase("prepend_scheme");
+    j["pre_tokenizer"]["add_prefix_space"] = true;
+  });
 }
 
 // Prompts of 50 KB: Llama 2's pipeline has no pre-tokenizer, so the whole prompt is one BPE
