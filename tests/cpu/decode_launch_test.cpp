@@ -87,13 +87,30 @@ TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
   // kernel at N = 1, 28672 x 8192 (57344 groups) the streaming kernel.
   EXPECT_TRUE(tca_bme_decode::use_one_token_kernel(64 * 172, 132));
   EXPECT_FALSE(tca_bme_decode::use_one_token_kernel(448 * 128, 132));
-  // The one-token kernel's plan: a block per 16-row strip, warps along K.
-  auto a = tca_bme_one_token::plan(4096, 64, 132);
+  // The one-token kernel's plan: a block per 16-row strip, warps along K, as many as let every
+  // strip be resident at once. Residency of a 64-register kernel: 32 warps per SM.
+  tca_bme_one_token::Residency r;
+  for (int w = 1; w <= tca_bme_one_token::Config::kMaxWarps; ++w) {
+    r.blocks_per_sm[w] = std::min(32, 32 / w);
+  }
+  auto a = tca_bme_one_token::plan(4096, 64, 132, r);  // 256 strips: 2 blocks of 16 per SM
   EXPECT_EQ(a.blocks, 256);
   EXPECT_EQ(a.warps, 16);
-  auto b = tca_bme_one_token::plan(130, 2, 132);  // only two groups along K: two warps
+  auto b = tca_bme_one_token::plan(130, 2, 132, r);  // only two groups along K: two warps
   EXPECT_EQ(b.blocks, 9);
   EXPECT_EQ(b.warps, 2);
+  // 11008 rows: 688 strips need 6 blocks per SM (132 x 6 = 792), so 5 warps (6 x 5 <= 32);
+  // 6 warps give 5 blocks per SM = 660 slots, a second wave.
+  auto c = tca_bme_one_token::plan(11008, 64, 132, r);
+  EXPECT_EQ(c.blocks, 688);
+  EXPECT_EQ(c.warps, 5);
+  // More strips than one-warp blocks can hold (132 x 32 = 4224): the warps-per-SM target.
+  auto d = tca_bme_one_token::plan(16 * 8448, 128, 132, r);
+  EXPECT_EQ(d.blocks, 8448);
+  EXPECT_EQ(d.warps, 1);
+  // A device that fits nothing (occupancy 0) still launches.
+  auto e = tca_bme_one_token::plan(4096, 64, 132, tca_bme_one_token::Residency{});
+  EXPECT_GE(e.warps, 1);
 }
 
 TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {

@@ -9,6 +9,10 @@
 #include "kernels/tca_bme/one_token.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
@@ -43,8 +47,50 @@ __device__ __forceinline__ void x_eight(const T* __restrict__ x, int64_t kc, int
   }
 }
 
+// Where a warp finds one strip-group: its strip's values (`chunks` 16-byte chunks from the
+// 16-byte aligned `aligned`) and this lane's 32-bit half-bitmap with the position of its first
+// value in the warp's strip buffer.
+struct StripGroup {
+  int64_t aligned = 0;
+  int chunks = 0;
+  uint32_t word = 0;  // this lane's 32 bits: 4 rows x 8 columns
+  int p = 0;          // index of the lane's first value in the strip buffer
+};
+
+// From the group's 64 bitmaps (this lane loaded bitmaps 2*lane, 2*lane+1 as `bm2`) and the
+// group's first value index: one warp scan of popcounts.
+__device__ __forceinline__ StripGroup locate(const uint4& bm2, uint32_t gbase, int lane, int tm,
+                                             int src, bool second, int hh) {
+  const uint32_t pc0 = __popc(bm2.x) + __popc(bm2.y);
+  const uint32_t pc = pc0 + __popc(bm2.z) + __popc(bm2.w);
+  const uint32_t incl = warp_inclusive_scan(pc, lane);
+  const uint32_t excl = incl - pc;
+  const uint32_t strip_first = __shfl_sync(0xffffffffu, excl, tm * 8);
+  const uint32_t strip_end = __shfl_sync(0xffffffffu, incl, tm * 8 + 7);
+  const int64_t vstart = int64_t(gbase) + strip_first;
+  StripGroup g;
+  g.aligned = vstart & ~int64_t(7);
+  g.chunks = int((vstart + (strip_end - strip_first) - g.aligned + 7) / 8);
+  // This lane's bitmap word and where its values start, from the lane that loaded it.
+  const uint32_t sx = __shfl_sync(0xffffffffu, bm2.x, src);
+  const uint32_t sy = __shfl_sync(0xffffffffu, bm2.y, src);
+  const uint32_t sz = __shfl_sync(0xffffffffu, bm2.z, src);
+  const uint32_t sw = __shfl_sync(0xffffffffu, bm2.w, src);
+  const uint32_t sexcl = __shfl_sync(0xffffffffu, excl, src);
+  const uint32_t lo = second ? sz : sx, hi = second ? sw : sy;  // bitmap 2src+1 follows 2src
+  g.word = hh ? hi : lo;
+  g.p = int(vstart - g.aligned) + int(sexcl - strip_first) +
+        (second ? __popc(sx) + __popc(sy) : 0) + (hh ? __popc(lo) : 0);
+  return g;
+}
+
+// A strip holds at most 16 x 64 values: <= 129 chunks, 5 per lane.
+constexpr int kChunksPerLane = (Config::kStripChunks + 31) / 32;
+
+// Launch bounds: 64 registers at most (two 512-thread blocks per SM), so the plan's one wave of
+// blocks has room.
 template <class T>
-__global__ void __launch_bounds__(Config::kMaxWarps * 32)
+__global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
     tca_one_token_kernel(const uint64_t* __restrict__ bitmaps,
                          const uint32_t* __restrict__ group_offsets,
                          const uint16_t* __restrict__ values, int64_t m, int64_t k,
@@ -59,72 +105,66 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   // This lane's bitmap of the strip: q = tk * 4 + b, and which 32-bit half (rows 4hh..4hh+3).
   const int q = lane >> 1, hh = lane & 1, tk = q >> 2, b = q & 3;
   const int src = tm * 8 + (q >> 1);  // lane whose 16-byte load holds bitmap q
+  const bool second = (q & 1) != 0;
   const int col_in_group = tk * 16 + (b >> 1) * 8;
+  const uint64_t* group_bitmaps = bitmaps + gm * groups_k * 64 + lane * 2;
+  const uint32_t* offsets = group_offsets + gm * groups_k;
 
+  // Software pipeline, per warp: while group gk is multiplied out of shared memory, the values
+  // of the warp's next group are in flight into registers (`vals`) and the bitmaps of the one
+  // after into `bm_next`, so a group costs its arithmetic, not a DRAM round trip (the loads'
+  // addresses depend on the previous loads: bitmaps -> scan -> values).
   float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows (b & 1) * 8 + hh * 4 + r of the strip
+  uint4 vals[kChunksPerLane];
   uint4 bm_next = make_uint4(0, 0, 0, 0);
   uint32_t gbase_next = 0;
+  StripGroup next;
+  auto load_values = [&](const StripGroup& g) {
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      const int c = lane + 32 * i;
+      if (c < g.chunks) vals[i] = load_stream16(values + g.aligned + int64_t(c) * 8);
+    }
+  };
   if (warp < groups_k) {
-    bm_next = load_stream16(bitmaps + (gm * groups_k + warp) * 64 + lane * 2);
-    gbase_next = group_offsets[gm * groups_k + warp];
+    next = locate(load_stream16(group_bitmaps + int64_t(warp) * 64), offsets[warp], lane, tm,
+                  src, second, hh);
+    load_values(next);
+    if (warp + warps < groups_k) {
+      bm_next = load_stream16(group_bitmaps + int64_t(warp + warps) * 64);
+      gbase_next = offsets[warp + warps];
+    }
   }
   for (int64_t gk = warp; gk < groups_k; gk += warps) {
-    const uint4 bm2 = bm_next;  // bitmaps 2l, 2l+1 of group gk
-    const uint32_t gbase = gbase_next;
+    const StripGroup cur = next;
+    __syncwarp();  // the previous group's products are done with the buffer
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      const int c = lane + 32 * i;
+      if (c < cur.chunks) strip_vals[warp][c] = vals[i];
+    }
     if (gk + warps < groups_k) {
-      const int64_t nxt = gm * groups_k + gk + warps;
-      bm_next = load_stream16(bitmaps + nxt * 64 + lane * 2);
-      gbase_next = group_offsets[nxt];
-    }
-    const uint32_t pc0 = __popc(bm2.x) + __popc(bm2.y);
-    const uint32_t pc = pc0 + __popc(bm2.z) + __popc(bm2.w);
-    const uint32_t incl = warp_inclusive_scan(pc, lane);
-    const uint32_t excl = incl - pc;
-    const uint32_t strip_first = __shfl_sync(0xffffffffu, excl, tm * 8);
-    const uint32_t strip_end = __shfl_sync(0xffffffffu, incl, tm * 8 + 7);
-    const int64_t vstart = int64_t(gbase) + strip_first;
-    const int64_t aligned = vstart & ~int64_t(7);
-    const int chunks = int((vstart + (strip_end - strip_first) - aligned + 7) / 8);
-    // This lane's bitmap word and where its values start, from the lane that loaded it.
-    const uint32_t sx = __shfl_sync(0xffffffffu, bm2.x, src);
-    const uint32_t sy = __shfl_sync(0xffffffffu, bm2.y, src);
-    const uint32_t sz = __shfl_sync(0xffffffffu, bm2.z, src);
-    const uint32_t sw = __shfl_sync(0xffffffffu, bm2.w, src);
-    const uint32_t sexcl = __shfl_sync(0xffffffffu, excl, src);
-    {
-      // All of the strip's chunks (<= 129: 5 per lane) in flight before the first store.
-      constexpr int kPerLane = (Config::kStripChunks + 31) / 32;
-      uint4 buf[kPerLane];
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int c = lane + 32 * i;
-        if (c < chunks) buf[i] = load_stream16(values + aligned + int64_t(c) * 8);
-      }
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int c = lane + 32 * i;
-        if (c < chunks) strip_vals[warp][c] = buf[i];
+      next = locate(bm_next, gbase_next, lane, tm, src, second, hh);
+      load_values(next);
+      if (gk + 2 * warps < groups_k) {
+        bm_next = load_stream16(group_bitmaps + (gk + 2 * warps) * 64);
+        gbase_next = offsets[gk + 2 * warps];
       }
     }
-    const bool second = (q & 1) != 0;  // bitmap 2src+1: after bitmap 2src's values
-    const uint32_t lo = second ? sz : sx, hi = second ? sw : sy;
-    const uint32_t word = hh ? hi : lo;
-    int p = int(vstart - aligned) + int(sexcl - strip_first) +
-            (second ? __popc(sx) + __popc(sy) : 0) + (hh ? __popc(lo) : 0);
     float xf[8];
     x_eight(x, gk * 64 + col_in_group, k, x_al16, xf);
     __syncwarp();
+    int p = cur.p;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        if ((word >> (r * 8 + c)) & 1u) {
+        if ((cur.word >> (r * 8 + c)) & 1u) {
           acc[r] += to_float(*reinterpret_cast<const T*>(sv + p)) * xf[c];
           ++p;
         }
       }
     }
-    __syncwarp();  // the buffer is refilled for the next group
   }
   // Lanes 8tk + 2b + hh with the same (b & 1, hh) hold the same rows: sum over tk and b >> 1.
 #pragma unroll
@@ -148,20 +188,66 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 
 }  // namespace
 
-LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count) {
+LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r) {
   LaunchPlan lp;
   lp.blocks = (m + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
+  const int max_warps = int(std::clamp<int64_t>(groups_k, 1, Config::kMaxWarps));
+  // Every strip takes about as long as any other, and a block's warps are latency-bound, so a
+  // second, partial wave costs nearly as much as the first: the most warps per block with which
+  // all strips are resident at once (11008 x 4096: 688 strips, 5 warps, 6 blocks per SM).
+  for (int w = max_warps; w >= 1; --w) {
+    if (int64_t(r.blocks_per_sm[w]) * std::max(sm_count, 1) >= lp.blocks) {
+      lp.warps = w;
+      return lp;
+    }
+  }
+  // More strips than one wave holds even with one-warp blocks: spread the warps over them.
   const int64_t want = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
                        std::max<int64_t>(lp.blocks, 1);
-  lp.warps = int(std::clamp<int64_t>(std::min(want, std::max<int64_t>(groups_k, 1)), 1,
-                                     Config::kMaxWarps));
+  lp.warps = int(std::clamp<int64_t>(want, 1, max_warps));
   return lp;
 }
+
+namespace {
+
+// SPARROW_TCA_ONE_TOKEN_WARPS=1..16 fixes the warps per block (experiments; read once).
+int warps_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_TCA_ONE_TOKEN_WARPS");
+    return e ? std::clamp(std::atoi(e), 0, Config::kMaxWarps) : 0;
+  }();
+  return v;
+}
+
+// The kernel's residency for every block size, from the occupancy calculator, once per device
+// and dtype (a host call per launch would cost microseconds).
+template <class T>
+Result<Residency> residency() {
+  static std::mutex mu;
+  static std::vector<std::pair<int, Residency>> known;  // (device, table)
+  int dev = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [d, r] : known) {
+    if (d == dev) return r;
+  }
+  Residency r{};
+  for (int w = 1; w <= Config::kMaxWarps; ++w) {
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &r.blocks_per_sm[w], tca_one_token_kernel<T>, w * 32, 0));
+  }
+  known.emplace_back(dev, r);
+  return r;
+}
+
+}  // namespace
 
 template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
               int sm_count, cudaStream_t stream) {
-  const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count);
+  SPARROW_ASSIGN_OR_RETURN(const Residency r, residency<T>());
+  LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
+  if (warps_override() > 0) lp.warps = warps_override();
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   tca_one_token_kernel<T><<<unsigned(lp.blocks), unsigned(lp.warps * 32), 0, stream>>>(
       tm.bitmaps.data(), tm.group_offsets.data(), tm.values.data(), tm.shape.rows, tm.shape.cols,

@@ -23,7 +23,14 @@ struct LaunchPlan {
   int64_t blocks = 0;  // one per 16-row strip
   int warps = 0;
 };
-LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count);
+// Blocks of w warps that fit one SM at once, for w = 1..kMaxWarps (index 0 unused): the
+// occupancy calculator's answer for this kernel on the device.
+struct Residency {
+  int blocks_per_sm[Config::kMaxWarps + 1] = {};
+};
+// One block per 16-row strip; warps per block: the most (up to kMaxWarps and the groups along K)
+// with which every block is resident in one wave, else enough to give each SM ~kTargetWarpsPerSm.
+LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r);
 
 // Y (1 x M) = x (1 x K) * W^T; x and y device pointers of W's dtype (T = __half, __nv_bfloat16).
 template <class T>
