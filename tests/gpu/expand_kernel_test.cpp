@@ -75,31 +75,40 @@ TEST(ExpandCublas, PrefillSizedN) {
 
 // The expanded rows equal the host decode bit for bit, for a band in the middle of the matrix.
 TEST(ExpandCublas, ExpandRowsMatchesHostDecode) {
+  // K = 9001: macko rows span three shared windows (4096 columns each) and end off any multiple
+  // of 8, so the padding columns up to ld are checked too.
   for (auto [name, f] : kExpandKernels) {
     for (DType t : {DType::fp16, DType::bf16}) {
-      for (double s : {0.0, 0.5, 0.97}) {
-        const HostMatrix h = test::make_weight(t, "magnitude", 333, 517, s, 4242);
-        const Weight w = test::encode_or_fail(f, h);
-        auto dw = to_device(w);
-        ASSERT_TRUE(dw.ok());
-        auto decoded = sparrow::decode(w);
-        ASSERT_TRUE(decoded.ok());
-        const int64_t ld = kernels::expand::expanded_ld(517);
-        const int64_t r0 = 128, r1 = 333;  // two whole bands and a partial one
-        const size_t es = dtype_size(t);
-        void* dst = nullptr;
-        CUDA_OK(cudaMalloc(&dst, size_t((r1 - r0) * ld) * es));
-        CUDA_OK(cudaMemset(dst, 0xFF, size_t((r1 - r0) * ld) * es));
-        ASSERT_TRUE(kernels::expand::expand_rows(dw.value(), r0, r1, dst, ld, nullptr).ok());
-        std::vector<uint8_t> got(size_t((r1 - r0) * ld) * es);
-        CUDA_OK(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
-        cudaFree(dst);
-        bool same = true;
-        for (int64_t r = r0; r < r1 && same; ++r)
-          same = std::memcmp(got.data() + size_t((r - r0) * ld) * es,
-                             static_cast<const uint8_t*>(decoded.value().data()) + size_t(r * 517) * es,
-                             size_t(517) * es) == 0;
-        EXPECT_TRUE(same) << name << " " << dtype_name(t) << " s=" << s;
+      for (int64_t k : {int64_t(517), int64_t(9001)}) {
+        for (double s : {0.0, 0.5, 0.97}) {
+          const HostMatrix h = test::make_weight(t, "magnitude", 333, k, s, 4242);
+          const Weight w = test::encode_or_fail(f, h);
+          auto dw = to_device(w);
+          ASSERT_TRUE(dw.ok());
+          auto decoded = sparrow::decode(w);
+          ASSERT_TRUE(decoded.ok());
+          const int64_t ld = kernels::expand::expanded_ld(k);
+          const int64_t r0 = 128, r1 = 333;  // two whole bands and a partial one
+          const size_t es = dtype_size(t);
+          void* dst = nullptr;
+          CUDA_OK(cudaMalloc(&dst, size_t((r1 - r0) * ld) * es));
+          CUDA_OK(cudaMemset(dst, 0xFF, size_t((r1 - r0) * ld) * es));
+          ASSERT_TRUE(kernels::expand::expand_rows(dw.value(), r0, r1, dst, ld, nullptr).ok());
+          std::vector<uint8_t> got(size_t((r1 - r0) * ld) * es);
+          CUDA_OK(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
+          cudaFree(dst);
+          bool same = true, padding_zero = true;
+          for (int64_t r = r0; r < r1 && same; ++r) {
+            const uint8_t* row = got.data() + size_t((r - r0) * ld) * es;
+            same = std::memcmp(row,
+                               static_cast<const uint8_t*>(decoded.value().data()) +
+                                   size_t(r * k) * es,
+                               size_t(k) * es) == 0;
+            for (size_t b = size_t(k) * es; b < size_t(ld) * es; ++b) padding_zero &= row[b] == 0;
+          }
+          EXPECT_TRUE(same) << name << " " << dtype_name(t) << " k=" << k << " s=" << s;
+          EXPECT_TRUE(padding_zero) << name << " " << dtype_name(t) << " k=" << k << " s=" << s;
+        }
       }
     }
   }

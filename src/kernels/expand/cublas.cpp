@@ -2,6 +2,7 @@
 // writes the matching columns of Y (Y[:, r0:r1] is a strided view of Y with the same ld). Bands
 // of tca_bme are sized to stay in L2 between the expansion and the GEMM (see band_rows).
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/dense/cublas.hpp"
@@ -19,7 +20,12 @@ namespace {
 // the GPU half idle (170 -> 279 us on the same problem), and they expand all rows in one pass.
 // All rows when the device is unknown (no GPU: planning on the host).
 int64_t band_rows(Format f, int64_t rows, size_t row_bytes) {
-  if (f != Format::tca_bme) return rows;
+  // SPARROW_EXPAND_BANDS=1 bands every format (experiments; read once).
+  static const bool band_all = [] {
+    const char* e = std::getenv("SPARROW_EXPAND_BANDS");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  if (f != Format::tca_bme && !band_all) return rows;
   auto dev = current_device_info();
   if (!dev.ok() || dev->l2_bytes <= 0) return rows;
   const int64_t fit = int64_t(size_t(dev->l2_bytes) / 3 / row_bytes) / kBandRows * kBandRows;
