@@ -25,6 +25,7 @@ struct BenchModelArgs {
   std::string model_dir, synth, backend = "gpu", method = "magnitude", format = "fastest";
   std::string batches = "1", sparsities;
   int64_t prompt = 512, gen = 128;
+  int64_t prefill_chunk = engine::BackendOptions{}.prefill_chunk;
   int reps = 5, threads = 0;
   bool json = false;
 };
@@ -153,6 +154,7 @@ int run_bench_model(const BenchModelArgs& a) {
 
     engine::BackendOptions opt;
     opt.max_batch = max_batch;
+    opt.prefill_chunk = a.prefill_chunk;
     // The KV cache only needs what the tests use.
     opt.context = std::min<int64_t>(model->config.context, std::max(a.prompt, a.gen) + 1);
     int exit_code = 0;
@@ -250,6 +252,11 @@ void register_bench_model(CLI::App& app, int& exit_code) {
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens (tgN)")->capture_default_str();
   cmd->add_option("-b,--batch", args->batches, "comma list of batch sizes")->capture_default_str();
   cmd->add_option("-r,--repetitions", args->reps, "timed runs per row")->capture_default_str();
+  cmd->add_option("--prefill-chunk", args->prefill_chunk,
+                  "GPU: rows per prefill pass, shared by the batch's sequences (each pass expands "
+                  "or decodes every weight once)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   cmd->add_option("--backend", args->backend, "gpu, cpu or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "host threads building a synthetic model (0: all)");
   cmd->add_flag("--json", args->json, "also print the rows as JSON");

@@ -15,7 +15,7 @@ namespace sparrow::engine {
 struct BackendOptions {
   int max_batch = 1;            // sequences run together (each has its own KV cache)
   int64_t context = 0;          // KV-cache length per sequence; 0 = the model's context
-  int64_t prefill_chunk = 256;  // GPU: tokens per prefill pass (bounds the activation memory)
+  int64_t prefill_chunk = 512;  // GPU: tokens per prefill pass (bounds the activation memory)
 };
 
 struct MemoryReport {

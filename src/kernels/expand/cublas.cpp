@@ -1,44 +1,21 @@
 // <format>.expand_cublas: band by band, expand W's rows into the workspace, then one cuBLAS GEMM
-// writes the matching columns of Y (Y[:, r0:r1] is a strided view of Y with the same ld). Bands
-// of tca_bme are sized to stay in L2 between the expansion and the GEMM (see band_rows).
+// writes the matching columns of Y (Y[:, r0:r1] is a strided view of Y with the same ld). One band
+// (the whole matrix) when the workspace allows: bands sized to stay in L2 between the expansion and
+// the GEMM measured slower once the expansion ran near the memory bandwidth (H100, 11008x4096 at
+// 50 %, N = 256: tca_bme 122 us in bands of a third of L2, 96 us in one pass; macko 126 vs 95 us;
+// bench/NOTES-tc.md, session 7): a band's rows are the expansion's parallelism.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "kernels/dense/cublas.hpp"
-#include "kernels/device_info.hpp"
 #include "kernels/expand/expand.hpp"
 
 namespace sparrow::kernels::expand {
 
-namespace {
-
-// Rows per band for one pass. tca_bme: as many as fit in a third of the L2 cache (a multiple of
-// 64), so a band that was just expanded is still in L2 when cuBLAS reads it and the dense weight
-// never travels to DRAM and back (measured on the H100: 11008x4096 at 50 %, N = 64, 310 -> 166 us).
-// csr and macko expand a warp per row, so a band's rows are its parallelism: L2-sized bands left
-// the GPU half idle (170 -> 279 us on the same problem), and they expand all rows in one pass.
-// All rows when the device is unknown (no GPU: planning on the host).
-int64_t band_rows(Format f, int64_t rows, size_t row_bytes) {
-  // SPARROW_EXPAND_BANDS=1 bands every format (experiments; read once).
-  static const bool band_all = [] {
-    const char* e = std::getenv("SPARROW_EXPAND_BANDS");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  if (f != Format::tca_bme && !band_all) return rows;
-  auto dev = current_device_info();
-  if (!dev.ok() || dev->l2_bytes <= 0) return rows;
-  const int64_t fit = int64_t(size_t(dev->l2_bytes) / 3 / row_bytes) / kBandRows * kBandRows;
-  return std::min(rows, std::max(fit, kBandRows));
-}
-
-}  // namespace
-
 WorkspaceNeed workspace(const Weight& w) {
   const Shape& s = shape_of(w);
   const size_t row_bytes = size_t(expanded_ld(s.cols)) * dtype_size(s.dtype);
-  return {size_t(band_rows(format_of(w), s.rows, row_bytes)) * row_bytes,
-          size_t(std::min(s.rows, kBandRows)) * row_bytes};
+  return {size_t(s.rows) * row_bytes, size_t(std::min(s.rows, kBandRows)) * row_bytes};
 }
 
 namespace {
