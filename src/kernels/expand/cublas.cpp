@@ -3,7 +3,7 @@
 // (the whole matrix) when the workspace allows: bands sized to stay in L2 between the expansion and
 // the GEMM measured slower once the expansion ran near the memory bandwidth (H100, 11008x4096 at
 // 50 %, N = 256: tca_bme 122 us in bands of a third of L2, 96 us in one pass; macko 126 vs 95 us;
-// bench/NOTES-tc.md, session 7): a band's rows are the expansion's parallelism.
+// bench/NOTES-decode.md, session 7): a band's rows are the expansion's parallelism.
 #include <algorithm>
 #include <string>
 
