@@ -158,6 +158,22 @@ inline void check_strided(const char* name, Format f, DType t) {
   }
 }
 
+// Captures k.run(p) on stream s into a CUDA graph, replays it `reps` times and waits for it.
+inline void run_in_graph(const kernels::KernelInfo& k, const kernels::Problem& p, cudaStream_t s,
+                         int reps) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const Status st = k.run(p, s);
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < reps; ++rep) CUDA_OK(cudaGraphLaunch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 // Capturing the call in a CUDA graph and replaying it gives the same bits as a direct call.
 inline void check_graph_replay(const char* name, Format f, DType t) {
   const auto& k = kernel_named(name);
@@ -181,19 +197,9 @@ inline void check_graph_replay(const char* name, Format f, DType t) {
     CUDA_OK(cudaDeviceSynchronize());
     ASSERT_TRUE(k.run(kernels::Problem{dw.value(), dx.view, y_direct.view, opt}, s).ok());
     CUDA_OK(cudaStreamSynchronize(s));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    const Status st = k.run(kernels::Problem{dw.value(), dx.view, y_graph.view, opt}, s);
-    CUDA_OK(cudaStreamEndCapture(s, &graph));
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int rep = 0; rep < 3; ++rep) CUDA_OK(cudaGraphLaunch(exec, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    run_in_graph(k, kernels::Problem{dw.value(), dx.view, y_graph.view, opt}, s, 3);
     const HostMatrix a = y_direct.download(), b = y_graph.download();
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.bytes())) << name << " graph replay N=" << n;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
   }
 }

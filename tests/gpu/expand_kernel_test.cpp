@@ -107,15 +107,7 @@ TEST(ExpandCublas, OnePassBiasAccumulateAndGraphReplay) {
       acc.accumulate = true;
       ASSERT_TRUE(k.run(kernels::Problem{dw.value(), dx.view, y_acc.view, acc}, s).ok());
       CUDA_OK(cudaStreamSynchronize(s));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-      const Status st = k.run(kernels::Problem{dw.value(), dx.view, y_graph.view, opt}, s);
-      CUDA_OK(cudaStreamEndCapture(s, &graph));
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int rep = 0; rep < 2; ++rep) CUDA_OK(cudaGraphLaunch(exec, s));
-      CUDA_OK(cudaStreamSynchronize(s));
+      test::run_in_graph(k, kernels::Problem{dw.value(), dx.view, y_graph.view, opt}, s, 2);
       reference::Options ro;
       ro.bias = hb.data();
       ro.bias_dtype = t;
@@ -132,8 +124,6 @@ TEST(ExpandCublas, OnePassBiasAccumulateAndGraphReplay) {
       EXPECT_TRUE(test::kernel_ok(direct, t)) << name << " " << dtype_name(t) << " bias";
       EXPECT_TRUE(test::kernel_ok(accumulated, t)) << name << " " << dtype_name(t) << " accumulate";
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.bytes())) << name << " graph replay";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
       cudaStreamDestroy(s);
     }
   }
