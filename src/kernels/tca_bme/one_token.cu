@@ -4,8 +4,8 @@
 // 64-column groups in turn. Per group a warp loads the 64 bitmaps (one 16-byte load per lane) and
 // scans their popcounts, copies its strip's values (contiguous) into its own shared buffer, and each
 // lane walks one 32-bit half of one of the strip's 16 bitmaps (4 rows x 8 columns) into register
-// accumulators, times its 8 X values. Lanes sharing rows are summed by shuffles, the warps through
-// shared memory.
+// accumulators, times its 8 X values; the next group's values are already on their way into
+// registers meanwhile. Lanes sharing rows are summed by shuffles, the warps through shared memory.
 #include "kernels/tca_bme/one_token.hpp"
 
 #include <algorithm>
