@@ -1,0 +1,104 @@
+// `sparrow bench-model` from the outside on the CPU backend (CI has no GPU): the llama-bench-style
+// table has a pp and a tg row per (sparsity, batch) with positive rates, the memory line names what
+// the backend holds, the JSON rows match the table, and bad arguments exit non-zero with a message.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+// The table's data rows: "| model | size | sparsity | backend | batch | test | t/s |".
+std::vector<std::vector<std::string>> table_rows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| tiny", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream cols(line.substr(1));
+    for (std::string c; std::getline(cols, c, '|');) {
+      const size_t b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+      if (b != std::string::npos) cells.push_back(c.substr(b, e - b + 1));
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(BenchModelCli, TableHasPromptAndGenerationRowsPerSparsityAndBatch) {
+  int code = 0;
+  const std::string out = sparrow::test::run_cli(
+      "bench-model --synth tiny --sparsity 0,0.5 -p 16 -n 4 -b 1,2 -r 1 --backend cpu "
+      "--prefill-chunk 8",
+      code);
+  ASSERT_EQ(code, 0) << out;
+  const auto rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 8u) << out;  // 2 sparsities x 2 batches x (pp16, tg4)
+  int i = 0;
+  for (const char* sparsity : {"0.00", "0.50"}) {
+    for (const char* batch : {"1", "2"}) {
+      for (const char* test : {"pp16", "tg4"}) {
+        const auto& r = rows[size_t(i++)];
+        ASSERT_EQ(r.size(), 7u) << out;
+        EXPECT_EQ(r[2], sparsity);
+        EXPECT_EQ(r[3], "cpu");
+        EXPECT_EQ(r[4], batch);
+        EXPECT_EQ(r[5], test);
+        EXPECT_GT(std::stod(r[6]), 0.0) << r[6];  // "mean ± std"
+      }
+    }
+  }
+  // The pruned model is smaller than the dense one, and the memory line says the CPU backend
+  // holds fp32 dense panels whatever the stored format.
+  EXPECT_NE(rows[0][1], rows[4][1]) << out;
+  EXPECT_NE(out.find("held by the cpu backend as fp32 dense"), std::string::npos) << out;
+}
+
+TEST(BenchModelCli, JsonRowsMatchTheTable) {
+  int code = 0;
+  const std::string out = sparrow::test::run_cli(
+      "bench-model --synth tiny --sparsity 0.5 -p 8 -n 2 -b 1 -r 2 --backend cpu --json", code);
+  ASSERT_EQ(code, 0) << out;
+  const size_t at = out.find("\n{");
+  ASSERT_NE(at, std::string::npos) << out;
+  const nlohmann::json doc = nlohmann::json::parse(out.substr(at + 1));
+  EXPECT_NE(doc["command"].get<std::string>().find("bench-model"), std::string::npos);
+  const nlohmann::json& rows = doc["rows"];
+  ASSERT_EQ(rows.size(), 2u) << out;
+  EXPECT_EQ(rows[0]["test"], "pp8");
+  EXPECT_EQ(rows[1]["test"], "tg2");
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["batch"], 1);
+    EXPECT_EQ(r["backend"], "cpu");
+    EXPECT_DOUBLE_EQ(r["sparsity"].get<double>(), 0.5);
+    EXPECT_EQ(r["runs"].size(), 2u);  // -r 2 timed runs (the warm-up is not kept)
+    EXPECT_LT(r["weight_bytes"].get<double>(), r["dense_weight_bytes"].get<double>());
+  }
+}
+
+TEST(BenchModelCli, BadArgumentsAreClearErrors) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"bench-model --synth tiny --prefill-chunk 0 --backend cpu", "--prefill-chunk"},
+      {"bench-model --backend cpu", "exactly one of -m or --synth"},
+      {"bench-model --synth tiny --sparsity 1.5 --backend cpu", "[0, 1)"},
+      {"bench-model --synth tiny -b 1,x --backend cpu", "bad value 'x'"},
+      {"bench-model -m /nonexistent/model --backend cpu", "cannot load model"},
+  };
+  for (const Case& c : cases) {
+    int code = 0;
+    const std::string out = sparrow::test::run_cli(c.args, code);
+    EXPECT_NE(code, 0) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
+    EXPECT_EQ(out.find("| tiny"), std::string::npos) << c.args << ": no table rows on failure";
+  }
+}
