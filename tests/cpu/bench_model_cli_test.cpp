@@ -58,6 +58,7 @@ TEST(BenchModelCli, TableHasPromptAndGenerationRowsPerSparsityAndBatch) {
   // holds fp32 dense panels whatever the stored format.
   EXPECT_NE(rows[0][1], rows[4][1]) << out;
   EXPECT_NE(out.find("held by the cpu backend as fp32 dense"), std::string::npos) << out;
+  EXPECT_EQ(out.find("peak device memory"), std::string::npos) << "the CPU backend has none";
 }
 
 TEST(BenchModelCli, JsonRowsMatchTheTable) {

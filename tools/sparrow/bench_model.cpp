@@ -200,14 +200,17 @@ int run_bench_model(const BenchModelArgs& a) {
         mem.held_as ? std::string(", held by the ") + backend->name() + " backend as " +
                           mem.held_as + ": " + human_bytes(mem.model_bytes)
                     : "";
-    std::printf(
-        "\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s, activations %s, "
-        "peak device memory %s\n\n",
-        model->name.c_str(), measured_sparsity,
-        human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
-        human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
-        human_bytes(mem.kv_cache_bytes).c_str(), human_bytes(mem.workspace_bytes).c_str(),
-        human_bytes(mem.peak_device_bytes).c_str());
+    // Activations and peak device memory are the GPU backend's (the CPU backend reports 0).
+    const std::string device =
+        mem.peak_device_bytes > 0 ? ", activations " + human_bytes(mem.workspace_bytes) +
+                                        ", peak device memory " +
+                                        human_bytes(mem.peak_device_bytes)
+                                  : "";
+    std::printf("\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s%s\n\n",
+                model->name.c_str(), measured_sparsity,
+                human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
+                human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
+                human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
     rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
                              {"kv_cache_bytes", mem.kv_cache_bytes},
                              {"workspace_bytes", mem.workspace_bytes},

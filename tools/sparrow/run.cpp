@@ -125,10 +125,11 @@ int run_run(const RunArgs& a) {
       mem.held_as ? std::string(" stored, held as ") + mem.held_as + ": " +
                         human_bytes(mem.model_bytes)
                   : "";
-  std::fprintf(stderr, "sparrow run: model %s%s, KV cache %s, peak device memory %s\n",
+  const std::string peak =  // the GPU backend's (the CPU backend reports 0)
+      mem.peak_device_bytes > 0 ? ", peak device memory " + human_bytes(mem.peak_device_bytes) : "";
+  std::fprintf(stderr, "sparrow run: model %s%s, KV cache %s%s\n",
                human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
-               held.c_str(), human_bytes(mem.kv_cache_bytes).c_str(),
-               human_bytes(mem.peak_device_bytes).c_str());
+               held.c_str(), human_bytes(mem.kv_cache_bytes).c_str(), peak.c_str());
   return 0;
 }
 
