@@ -1,11 +1,10 @@
 // `sparrow bench` from the outside, on any machine: bad arguments exit 2 with a message, and a
 // machine without a GPU gets a clear message and exit 3 (CI has no GPU; on a GPU it benchmarks).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
+
+#include "cli_test_util.hpp"
 
 namespace {
 
@@ -16,13 +15,7 @@ struct CliRun {
 
 CliRun run_cli(const std::string& args) {
   CliRun r;
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 512> buf;
-  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.output = sparrow::test::run_cli(args, r.code);
   return r;
 }
 
