@@ -6,25 +6,13 @@
 
 #include "cli_test_util.hpp"
 
-namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string output;
-};
-
-CliRun run_cli(const std::string& args) {
-  CliRun r;
-  r.output = sparrow::test::run_cli(args, r.code);
-  return r;
-}
-
-}  // namespace
+using sparrow::test::CliRun;
+using sparrow::test::run_cli;
 
 TEST(BenchCli, UnknownShapeIsABadArgument) {
   CliRun r = run_cli("bench --shapes llama9-1b");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("unknown shape 'llama9-1b'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown shape 'llama9-1b'"), std::string::npos) << r.out;
 }
 
 TEST(BenchCli, BadListsAreBadArguments) {
@@ -35,16 +23,16 @@ TEST(BenchCli, BadListsAreBadArguments) {
   EXPECT_EQ(run_cli("bench --shapes 64x64 --dtype fp32").code, 2);
   EXPECT_EQ(run_cli("bench --shapes 64x64 --pattern zigzag").code, 2);
   CliRun r = run_cli("bench --shapes 64x64 --formats nosuch");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("nosuch"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("nosuch"), std::string::npos) << r.out;
 }
 
 TEST(BenchCli, RunsOrSaysThereIsNoGpu) {
   CliRun r = run_cli("bench --shapes 64x64 --n 1 --sparsity 0.5 --formats dense --reps 3");
   if (r.code == 3) {
-    EXPECT_NE(r.output.find("no usable CUDA GPU"), std::string::npos) << r.output;
+    EXPECT_NE(r.out.find("no usable CUDA GPU"), std::string::npos) << r.out;
   } else {
-    EXPECT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(r.output.find("dense.cublas"), std::string::npos) << r.output;
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("dense.cublas"), std::string::npos) << r.out;
   }
 }

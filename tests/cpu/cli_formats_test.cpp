@@ -1,35 +1,17 @@
 // `sparrow formats` as a user runs it: exit codes, table and JSON output.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace {
+#include "cli_test_util.hpp"
 
-struct CliRun {
-  int code;
-  std::string out;
-};
-
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  CliRun r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-}  // namespace
+using sparrow::test::CliRun;
+using sparrow::test::run_cli;
 
 TEST(CliFormats, TableHasEveryFormatAndSucceeds) {
-  CliRun r = run("formats --rows 130 --cols 70 --sparsity 0.5 --seed 3");
+  CliRun r = run_cli("formats --rows 130 --cols 70 --sparsity 0.5 --seed 3");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* f : {"dense", "csr", "macko", "tca_bme", "tiled_csl"}) {
     EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
@@ -68,16 +50,16 @@ TEST(CliFormats, BadArgumentsExitTwoWithOneLine) {
                            "formats --rows 8 --cols 8 --sparsity 0.5 --pattern nm:3:2",
                            "formats --rows 8 --cols 8 --sparsity 0.5 --dtype int8",
                            "formats --rows 8 --cols 8", "frobnicate"}) {
-    CliRun r = run(args);
+    CliRun r = run_cli(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_FALSE(r.out.empty()) << args;
   }
 }
 
 TEST(CliFormats, HelpAndVersion) {
-  EXPECT_EQ(run("--help").code, 0);
-  CliRun v = run("--version");
+  EXPECT_EQ(run_cli("--help").code, 0);
+  CliRun v = run_cli("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("sparrow"), std::string::npos);
-  EXPECT_EQ(run("formats --help").code, 0);
+  EXPECT_EQ(run_cli("formats --help").code, 0);
 }

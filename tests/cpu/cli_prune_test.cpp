@@ -2,11 +2,8 @@
 // 1 bad data), one clear message, and nothing written on failure.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,26 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.hpp"
+
 namespace fs = std::filesystem;
+using sparrow::test::CliRun;
+using sparrow::test::run_cli;
 
 namespace {
-
-struct CliResult {
-  int code = -1;
-  std::string out;
-};
-
-CliResult sparrow_cli(const std::string& args) {
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 class CliPrune : public ::testing::Test {
  protected:
@@ -41,7 +25,7 @@ class CliPrune : public ::testing::Test {
     root_ = fs::temp_directory_path() / ("sparrow_cli_prune_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_);
-    const CliResult r = sparrow_cli("synth --preset tiny --out " + (root_ / "tiny").string());
+    const CliRun r = run_cli("synth --preset tiny --out " + (root_ / "tiny").string());
     ASSERT_EQ(r.code, 0) << r.out;
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
@@ -54,11 +38,11 @@ class CliPrune : public ::testing::Test {
     return d;
   }
   // Runs prune into root_/<out>; checks the failure contract when `code` != 0.
-  static CliResult prune(const std::string& args, const std::string& out, int code,
+  static CliRun prune(const std::string& args, const std::string& out, int code,
                          const std::string& message) {
     const fs::path o = root_ / out;
     const bool existed = fs::exists(o);
-    CliResult r = sparrow_cli("prune --quiet " + args + " --out " + o.string());
+    CliRun r = run_cli("prune --quiet " + args + " --out " + o.string());
     EXPECT_EQ(r.code, code) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(message), std::string::npos) << args << "\n" << r.out;
     if (code != 0) {
@@ -78,7 +62,7 @@ fs::path CliPrune::root_;
 }  // namespace
 
 TEST_F(CliPrune, PrunesAndPrintsTheTable) {
-  const CliResult r = sparrow_cli("prune " + model() + " --sparsity 0.5 --format tca_bme --out " +
+  const CliRun r = run_cli("prune " + model() + " --sparsity 0.5 --format tca_bme --out " +
                                   (root_ / "ok").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("model.layers.1.mlp.down_proj.weight"), std::string::npos) << r.out;
@@ -136,7 +120,7 @@ TEST_F(CliPrune, BadDataExitsOne) {
   }
   {  // missing shard
     const fs::path d = root_ / "sharded";
-    const CliResult s = sparrow_cli("synth --preset tiny --shard-mb 1 --out " + d.string());
+    const CliRun s = run_cli("synth --preset tiny --shard-mb 1 --out " + d.string());
     ASSERT_EQ(s.code, 0) << s.out;
     ASSERT_TRUE(fs::exists(d / "model.safetensors.index.json"));
     ASSERT_TRUE(fs::exists(d / "model-00002-of-00004.safetensors"));
@@ -168,7 +152,7 @@ TEST_F(CliPrune, WandaOwlAndFileSchedules) {
   EXPECT_EQ(j["sparsity_config"]["sparrow"]["schedule"], "owl");
   const fs::path sched = root_ / "sched.json";
   std::ofstream(sched) << R"({"mlp\\.down_proj": 0.8})";
-  const CliResult r = sparrow_cli("prune " + model() + " --schedule " + sched.string() + " --out " +
+  const CliRun r = run_cli("prune " + model() + " --schedule " + sched.string() + " --out " +
                                   (root_ / "file").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("80.0%"), std::string::npos) << r.out;
@@ -177,13 +161,13 @@ TEST_F(CliPrune, WandaOwlAndFileSchedules) {
 }
 
 TEST_F(CliPrune, SynthRefusesBadArguments) {
-  CliResult r = sparrow_cli("synth --preset huge --out " + (root_ / "s1").string());
+  CliRun r = run_cli("synth --preset huge --out " + (root_ / "s1").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("presets: tiny, llama2-7b, llama3-8b"), std::string::npos) << r.out;
-  r = sparrow_cli("synth --preset custom --hidden 96 --heads 5 --out " + (root_ / "s2").string());
+  r = run_cli("synth --preset custom --hidden 96 --heads 5 --out " + (root_ / "s2").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_FALSE(fs::exists(root_ / "s2"));
-  r = sparrow_cli("synth --preset custom --hidden 128 --heads 4 --kv-heads 2 --layers 1 "
+  r = run_cli("synth --preset custom --hidden 128 --heads 4 --kv-heads 2 --layers 1 "
                   "--intermediate 320 --vocab 300 --out " + (root_ / "s3").string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(root_ / "s3" / "model.safetensors"));

@@ -42,6 +42,17 @@ inline std::string run_cli(const std::string& args, int& code) {
   return out;
 }
 
+// The same as one value: the exit status and the merged output.
+struct CliRun {
+  int code = -1;
+  std::string out;
+};
+inline CliRun run_cli(const std::string& args) {
+  CliRun r;
+  r.out = run_cli(args, r.code);
+  return r;
+}
+
 // The ids of `sparrow run --tokens`'s "tokens: 5 17 ..." line (empty when there is none).
 inline std::vector<int32_t> tokens_line(const std::string& out) {
   std::vector<int32_t> ids;
