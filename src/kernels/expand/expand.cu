@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/cuda_check.hpp"
+#include "kernels/decode_common.cuh"  // warp_inclusive_scan
 #include "kernels/device_info.hpp"
 #include "kernels/expand/expand.hpp"
 #include "kernels/tensor_core/mma.cuh"  // cp.async
@@ -145,24 +146,20 @@ __global__ void __launch_bounds__(kMackoWarps * 32)
           const uint32_t base = wb + lane * 8;
           const uint32_t vw[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
           uint32_t pre[8], run = 0;  // inclusive prefix of (delta + 1) over the lane's row entries
+          uint32_t in_row = 0;        // bit i: entry base + i belongs to the row
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
             const bool in = base + i >= s && base + i < e;
+            in_row |= uint32_t(in) << i;
             run += in ? ((d[u] >> (4 * i)) & 0xFu) + 1u : 0u;
             pre[i] = run;
           }
-          uint32_t scan = run;  // the warp's inclusive scan of the lanes' totals
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const uint32_t up = __shfl_up_sync(0xffffffffu, scan, o);
-            if (lane >= o) scan += up;
-          }
+          const uint32_t scan = decode::warp_inclusive_scan(run, lane);  // over the lanes' totals
           const uint32_t before = carry + scan - run;  // columns before the lane's first entry
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
             const uint32_t col = before + pre[i] - 1;
-            const bool in = base + i >= s && base + i < e;
-            if (in && col >= w0 && col < w1) {
+            if (((in_row >> i) & 1u) && col >= w0 && col < w1) {
               win[col - w0] = uint16_t(vw[i / 2] >> (16 * (i % 2)));
             }
           }
@@ -227,12 +224,7 @@ __global__ void __launch_bounds__(kGroupWarps * 32)
     {
       const uint64_t b0 = gb.bitmaps[2 * lane], b1 = gb.bitmaps[2 * lane + 1];
       const uint32_t p0 = __popcll(b0), p1 = __popcll(b1);
-      uint32_t scan = p0 + p1;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t up = __shfl_up_sync(0xffffffffu, scan, o);
-        if (lane >= o) scan += up;
-      }
+      const uint32_t scan = decode::warp_inclusive_scan(p0 + p1, lane);
       gb.first[2 * lane] = scan - p0 - p1;
       gb.first[2 * lane + 1] = scan - p1;
     }
