@@ -9,7 +9,6 @@
 #include "kernels/tca_bme/one_token.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -210,15 +209,6 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r) {
 
 namespace {
 
-// SPARROW_TCA_ONE_TOKEN_WARPS=1..16 fixes the warps per block (experiments; read once).
-int warps_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_TCA_ONE_TOKEN_WARPS");
-    return e ? std::clamp(std::atoi(e), 0, Config::kMaxWarps) : 0;
-  }();
-  return v;
-}
-
 // The kernel's residency for every block size, from the occupancy calculator, once per device
 // and dtype (a host call per launch would cost microseconds).
 template <class T>
@@ -246,8 +236,7 @@ template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
               int sm_count, cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const Residency r, residency<T>());
-  LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
-  if (warps_override() > 0) lp.warps = warps_override();
+  const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   tca_one_token_kernel<T><<<unsigned(lp.blocks), unsigned(lp.warps * 32), 0, stream>>>(
       tm.bitmaps.data(), tm.group_offsets.data(), tm.values.data(), tm.shape.rows, tm.shape.cols,
