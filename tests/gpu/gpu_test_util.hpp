@@ -88,8 +88,11 @@ struct KernelCheck {
 
 // Runs one kernel on W (host, encoded) with a fresh random X (N x K, seed), Y poisoned with NaN
 // first, optional bias/accumulate, and compares with the CPU reference in double.
+// `minimal_workspace`: the kernel's smallest workspace (expand_cublas in 64-row bands), else the
+// one-pass size.
 inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host_w, int64_t n,
-                                uint64_t seed, bool with_bias = false, bool accumulate = false) {
+                                uint64_t seed, bool with_bias = false, bool accumulate = false,
+                                bool minimal_workspace = true) {
   KernelCheck out;
   const Shape& s = shape_of(host_w);
   HostMatrix x = patterns::dense_random(s.dtype, n, s.cols, seed);
@@ -107,7 +110,7 @@ inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host
   MatmulOptions opt;
   opt.bias = with_bias ? db.view.data : nullptr;
   opt.accumulate = accumulate;
-  give_workspace(k, host_w, opt);
+  give_workspace(k, host_w, opt, minimal_workspace);
   Status st = k.run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, nullptr);
   if (!st.ok()) {
     out.failure = st.to_string();
