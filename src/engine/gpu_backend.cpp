@@ -80,6 +80,16 @@ bool fusion_requested() {
   return v;
 }
 
+// Decode steps fold RoPE and the cache append into attention unless SPARROW_ENGINE_FOLD_ROPE=0
+// (experiment knob for A/B runs; read once).
+bool fold_rope_requested() {
+  static const bool v = [] {
+    const char* e = std::getenv("SPARROW_ENGINE_FOLD_ROPE");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
 // Whether every layer's q/k/v and gate/up can be stacked: one format per group that
 // concat_rows stacks, and q/k/v biases all present or all absent.
 bool can_fuse(const Model& m) {
@@ -391,12 +401,20 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(matmul(view(k_, R, cfg.kv_dim()), L.k, h, stream_, ko));
         SPARROW_RETURN_IF_ERROR(matmul(view(v_, R, cfg.kv_dim()), L.v, h, stream_, vo));
       }
-      SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q, k, v, k_cache_[li].get(), v_cache_[li].get(),
-                                                  inv_freq_.get<float>(), qkv_rows, shape_, dt_,
-                                                  stream_));
+      // Decode: rotation and cache append happen inside attention (one kernel fewer per layer);
+      // prefill blocks attend to keys of other rows of the pass, so they are appended first.
+      const bool fold = decode && fold_rope_requested();
+      const gpu::DecodeRope rope{k, v, k_cache_[li].get(), v_cache_[li].get(),
+                                 inv_freq_.get<float>()};
+      if (!fold) {
+        SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q, k, v, k_cache_[li].get(),
+                                                    v_cache_[li].get(), inv_freq_.get<float>(),
+                                                    qkv_rows, shape_, dt_, stream_));
+      }
       SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
                                              attn_.get(), partials_.get<float>(), qkv_rows, shape_,
-                                             split_len, n_splits, dt_, stream_));
+                                             split_len, n_splits, dt_, stream_,
+                                             fold ? &rope : nullptr));
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
       SPARROW_RETURN_IF_ERROR(

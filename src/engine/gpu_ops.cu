@@ -248,6 +248,56 @@ __device__ __forceinline__ bool split_keys(int64_t pos, int64_t split, int64_t s
   return false;
 }
 
+// DecodeRope on the device (k == nullptr: not folded).
+template <class T>
+struct FoldedRope {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  T* k_cache = nullptr;
+  T* v_cache = nullptr;
+  const float* inv_freq = nullptr;
+};
+
+// The folded rope_and_cache of one attention block (row r of sequence b at `pos`, q head `head`
+// of kv head `kvh`): q's head rotated into qs (hd), and when the block's keys include `pos`
+// (new_key) the rotated new key and its value into kv_new (2, hd), written to the caches by the
+// group's first q head. rope_cache_kernel's arithmetic exactly (fp32 angle, values rounded to T),
+// so the result matches the unfused path bit for bit. Ends with a block barrier.
+template <class T>
+__device__ __forceinline__ void fold_rope(const FoldedRope<T>& f, const T* qr, int64_t r,
+                                          int64_t b, int64_t pos, int64_t head, int64_t kvh,
+                                          bool new_key, const RowLayout& rows,
+                                          const AttentionShape& s, T* qs, T* kv_new) {
+  const int64_t hd = s.head_dim, half = hd / 2, kvd = s.kv_heads * hd;
+  const int64_t kvld = rows.kv_ld ? rows.kv_ld : kvd;
+  const bool writer = new_key && head % (s.heads / s.kv_heads) == 0;
+  const T* kr = f.k + r * kvld + kvh * hd;
+  const T* vr = f.v + r * kvld + kvh * hd;
+  T* kc = f.k_cache + (b * s.context + pos) * kvd + kvh * hd;
+  T* vc = f.v_cache + (b * s.context + pos) * kvd + kvh * hd;
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    float sn, cs;
+    sincosf(float(pos) * f.inv_freq[j], &sn, &cs);
+    const float q1 = to_f(qr[j]), q2 = to_f(qr[j + half]);
+    qs[j] = from_f<T>(q1 * cs - q2 * sn);
+    qs[j + half] = from_f<T>(q2 * cs + q1 * sn);
+    if (new_key) {
+      const float k1 = to_f(kr[j]), k2 = to_f(kr[j + half]);
+      const T a = from_f<T>(k1 * cs - k2 * sn), c = from_f<T>(k2 * cs + k1 * sn);
+      kv_new[j] = a;
+      kv_new[j + half] = c;
+      if (writer) kc[j] = a, kc[j + half] = c;
+    }
+  }
+  if (new_key) {
+    for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) {
+      kv_new[hd + e] = vr[e];
+      if (writer) vc[e] = vr[e];
+    }
+  }
+  __syncthreads();
+}
+
 // The block's partial (m, l, acc[hd]) from its warps' online-softmax states in shared memory
 // (sm, sl: one per warp; sacc: kAttnWarps rows of `ld` floats): the largest m of the warps that
 // saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads().
@@ -277,7 +327,7 @@ __device__ __forceinline__ void write_block_partial(float* part, const float* sm
 template <class T>
 __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_cache,
                                        float* partials, RowLayout rows, AttentionShape s,
-                                       int64_t split_len, int64_t n_splits) {
+                                       int64_t split_len, int64_t n_splits, FoldedRope<T> rope) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
   const int64_t b = r / rows.count, i = r % rows.count;
@@ -293,6 +343,12 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   const float scale = rsqrtf(float(hd));
   float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
   const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
+  __shared__ T q_rot[32 * kMaxDimPerLane], kv_new[2 * 32 * kMaxDimPerLane];
+  const bool new_key = rope.k && begin <= pos && pos < end;
+  if (rope.k) {
+    fold_rope(rope, qr, r, b, pos, head, kvh, new_key, rows, s, q_rot, kv_new);
+    qr = q_rot;
+  }
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) {
     const int64_t d = lane + 32 * e;
@@ -303,7 +359,8 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   const T* kbase = k_cache + b * s.context * kvd + kvh * hd;
   const T* vbase = v_cache + b * s.context * kvd + kvh * hd;
   for (int64_t j = begin + warp; j < end; j += kAttnWarps) {
-    const T* kj = kbase + j * kvd;
+    const bool fresh = new_key && j == pos;  // the new key, from shared memory
+    const T* kj = fresh ? kv_new : kbase + j * kvd;
     float dot = 0.0f;
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
@@ -315,7 +372,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
     const float corr = __expf(m - m_new);
     const float p = __expf(dot - m_new);
     l = l * corr + p;
-    const T* vj = vbase + j * kvd;
+    const T* vj = fresh ? kv_new + hd : vbase + j * kvd;
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
       const int64_t d = lane + 32 * e;
@@ -345,7 +402,8 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 template <class T, int G>
 __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
                                            float* partials, RowLayout rows, AttentionShape s,
-                                           int64_t split_len, int64_t n_splits) {
+                                           int64_t split_len, int64_t n_splits,
+                                           FoldedRope<T> rope) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   constexpr int kKeys = 32 / G;  // keys per warp step
   constexpr int hd = 8 * G;
@@ -361,7 +419,14 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   if (!split_keys(pos, split, split_len, n_splits, part, begin, end)) return;
   const float scale = rsqrtf(float(hd));
   float qv[8], acc[8];
-  const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd + 8 * g;
+  const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
+  __shared__ __align__(16) T q_rot[hd], kv_new[2 * hd];
+  const bool new_key = rope.k && begin <= pos && pos < end;
+  if (rope.k) {
+    fold_rope(rope, qr, r, b, pos, head, kvh, new_key, rows, s, q_rot, kv_new);
+    qr = q_rot;
+  }
+  qr += 8 * g;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     qv[e] = to_f(qr[e]) * scale;
@@ -373,7 +438,10 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   // Key j of this lane: begin + (step * kAttnWarps + warp) * kKeys + kk.
   constexpr int64_t kStride = int64_t(kAttnWarps) * kKeys;
   auto load = [&](int64_t j, uint4& kv, uint4& vv) {
-    if (j < end) {
+    if (new_key && j == pos) {  // the new key, from shared memory
+      kv = *reinterpret_cast<const uint4*>(kv_new + 8 * g);
+      vv = *reinterpret_cast<const uint4*>(kv_new + hd + 8 * g);
+    } else if (j < end) {
       kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
       vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
     }
@@ -507,7 +575,13 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
 
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                  float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
-                 int64_t n_splits, DType t, Stream stream) {
+                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope) {
+  if (rope && (rows.count != 1 || !rope->k || !rope->v || !rope->k_cache || !rope->v_cache ||
+               !rope->inv_freq)) {
+    return invalid_argument(
+        "attention: the folded rope is for decode steps (one row per sequence) with k, v, both "
+        "caches and inv_freq given");
+  }
   if (s.head_dim > 32 * kMaxDimPerLane) {
     return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
                        ")");
@@ -525,10 +599,16 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     if (aligned && s.head_dim == 64) split_kernel = attention_split_vec_kernel<T, 8>;
     if (aligned && s.head_dim == 128) split_kernel = attention_split_vec_kernel<T, 16>;
     if (aligned && s.head_dim == 256) split_kernel = attention_split_vec_kernel<T, 32>;
+    FoldedRope<T> fold;
+    if (rope) {
+      fold = {static_cast<const T*>(rope->k), static_cast<const T*>(rope->v),
+              static_cast<T*>(rope->k_cache), static_cast<T*>(rope->v_cache), rope->inv_freq};
+    }
     SPARROW_RETURN_IF_ERROR(cuda_status(
         launch_kernel(kDependent, split_kernel, grid, dim3(32 * kAttnWarps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
-                      static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits),
+                      static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits,
+                      fold),
         "attention_split launch"));
     const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
     return cuda_status(

@@ -42,9 +42,22 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 // ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
 // (head_dim + 2) floats), then combined. split_len 0: each row's keys are shared evenly by the
 // n_splits blocks (whatever its position). out: (rows, heads * head_dim). head_dim <= 256.
+// Decode steps (rows.count == 1) can fold rope_and_cache into attention (`rope` non-null): q, k
+// and v are then the projections before rotation (q is read, not rotated in place). Every block
+// rotates its q head; the block whose keys include the row's own position rotates the new key,
+// uses it from shared memory, and (the first q head of each kv group) appends k and v to the
+// caches. Same arithmetic and rounding as rope_and_cache followed by attention: the outputs and
+// caches are bit-identical. One kernel fewer per layer.
+struct DecodeRope {
+  const void* k = nullptr;  // (rows, kv_ld) keys before rotation
+  const void* v = nullptr;  // (rows, kv_ld)
+  void* k_cache = nullptr;  // the caches attention reads (written at each row's position)
+  void* v_cache = nullptr;
+  const float* inv_freq = nullptr;  // (head_dim / 2)
+};
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                  float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
-                 int64_t n_splits, DType t, Stream stream);
+                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope = nullptr);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
 
 // out[r, j] = silu(gate[r * ld + j]) * up[r * ld + j] for r < rows, j < cols; out is packed

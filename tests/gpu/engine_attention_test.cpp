@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -119,5 +120,97 @@ TEST(EngineAttention, MatchesReference) {
                 Code::invalid_argument);
       cudaFree(pos);
     }
+  }
+}
+
+// Decode with RoPE and the cache append folded into attention (DecodeRope) against the unfused
+// pair rope_and_cache + attention on the same inputs: outputs and both caches bit-identical.
+// q, k and v are column blocks of one fused projection row (q_ld = kv_ld), as in the engine;
+// grouped-query heads (3 per kv head, so one block of each group writes the cache); positions 0,
+// 5, 544 and 599 of a 600 context; 32, 7 and 1 splits; both attention kernels (head_dim 72: the
+// general one; 64 / 128 / 256: the vectorised one). Outputs poisoned before each call.
+TEST(EngineAttention, FoldedRopeMatchesUnfused) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no GPU";
+  for (int64_t hd : {72, 64, 128, 256}) {
+    const engine::gpu::AttentionShape s{6, 2, hd, 600};
+    const int64_t batch = 2, qd = s.heads * hd, kvd = s.kv_heads * hd, ld = qd + 2 * kvd;
+    std::vector<float> inv(size_t(hd / 2));
+    for (int64_t j = 0; j < hd / 2; ++j)
+      inv[size_t(j)] = float(std::pow(10000.0, -2.0 * double(j) / double(hd)));
+    float* d_inv = nullptr;
+    CUDA_OK(cudaMalloc(&d_inv, inv.size() * 4));
+    CUDA_OK(cudaMemcpy(d_inv, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+    int32_t* pos = nullptr;
+    CUDA_OK(cudaMalloc(&pos, 4));
+    for (DType t : {DType::fp16, DType::bf16}) {
+      const size_t es = dtype_size(t);
+      for (int64_t p : {0, 5, 544, 599}) {
+        for (int64_t splits : {32, 7, 1}) {
+          const std::string what = "head_dim " + std::to_string(hd) + " " + dtype_name(t) +
+                                   " pos " + std::to_string(p) + " splits " +
+                                   std::to_string(splits);
+          const HostMatrix kc = patterns::dense_random(t, batch * s.context, kvd, 11 + p);
+          const HostMatrix vc = patterns::dense_random(t, batch * s.context, kvd, 12 + p);
+          const HostMatrix qkv = patterns::dense_random(t, batch, ld, 13 + p + splits);
+          const int32_t p0 = int32_t(p);
+          CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+          engine::gpu::RowLayout layout{batch, 1, pos};
+          layout.q_ld = layout.kv_ld = ld;
+          const size_t part_floats = engine::gpu::attention_partials_floats(batch, s, splits);
+          float* partials = nullptr;
+          CUDA_OK(cudaMalloc(&partials, part_floats * 4));
+          // Unfused: q rotated in place, k and v appended, then attention.
+          DeviceMatrix a_qkv = DeviceMatrix::upload(qkv);
+          DeviceMatrix a_k = DeviceMatrix::upload(kc), a_v = DeviceMatrix::upload(vc);
+          DeviceMatrix a_out = DeviceMatrix::alloc(t, batch, qd);
+          a_out.poison();
+          char* aq = static_cast<char*>(a_qkv.view.data);
+          ASSERT_TRUE(engine::gpu::rope_and_cache(aq, aq + qd * es, aq + (qd + kvd) * es,
+                                                  a_k.view.data, a_v.view.data, d_inv, layout, s,
+                                                  t, nullptr)
+                          .ok());
+          ASSERT_TRUE(engine::gpu::attention(aq, a_k.view.data, a_v.view.data, a_out.view.data,
+                                             partials, layout, s, 0, splits, t, nullptr)
+                          .ok());
+          // Folded.
+          DeviceMatrix b_qkv = DeviceMatrix::upload(qkv);
+          DeviceMatrix b_k = DeviceMatrix::upload(kc), b_v = DeviceMatrix::upload(vc);
+          DeviceMatrix b_out = DeviceMatrix::alloc(t, batch, qd);
+          b_out.poison();
+          char* bq = static_cast<char*>(b_qkv.view.data);
+          const engine::gpu::DecodeRope rope{bq + qd * es, bq + (qd + kvd) * es, b_k.view.data,
+                                             b_v.view.data, d_inv};
+          const Status st = engine::gpu::attention(bq, b_k.view.data, b_v.view.data,
+                                                   b_out.view.data, partials, layout, s, 0, splits,
+                                                   t, nullptr, &rope);
+          ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+          CUDA_OK(cudaDeviceSynchronize());
+          auto same = [&](const DeviceMatrix& x, const DeviceMatrix& y, const char* name) {
+            const HostMatrix hx = x.download(), hy = y.download();
+            EXPECT_EQ(0, std::memcmp(hx.data(), hy.data(), size_t(hx.rows() * hx.cols()) * es))
+                << what << ": " << name << " differs";
+          };
+          same(a_out, b_out, "output");
+          same(a_k, b_k, "key cache");
+          same(a_v, b_v, "value cache");
+          // The output is attention over the rotated keys, not poison.
+          const HostMatrix out = b_out.download();
+          for (int64_t r = 0; r < batch; ++r)
+            for (int64_t c = 0; c < qd; ++c)
+              ASSERT_TRUE(std::isfinite(out.at(r, c))) << what << " row " << r << " col " << c;
+          cudaFree(partials);
+        }
+      }
+      // Prefill passes (several rows per sequence) cannot fold: refused.
+      engine::gpu::RowLayout prefill{1, 3, pos};
+      const engine::gpu::DecodeRope rope{pos, pos, pos, pos, d_inv};
+      EXPECT_EQ(engine::gpu::attention(pos, pos, pos, pos, nullptr, prefill, s, 0, 4, t, nullptr,
+                                       &rope)
+                    .code(),
+                Code::invalid_argument);
+    }
+    cudaFree(pos);
+    cudaFree(d_inv);
   }
 }
