@@ -134,6 +134,49 @@ TEST(ExpandCublas, ExpandRowsMatchesHostDecode) {
   }
 }
 
+// csr's expansion on what only csr has: fp32 values (4-byte elements: 2048-column windows) and
+// 32-bit column indices (K > 65536), byte-exact against the host decode, rows of a band starting
+// at 57 (row starts not multiples of 8, so steps begin before the row).
+TEST(ExpandCublas, CsrWideRowsAndFp32) {
+  struct Case {
+    DType t;
+    int64_t k;
+    double s;
+  };
+  for (const Case c : {Case{DType::fp32, 9001, 0.5}, Case{DType::fp32, 9001, 0.97},
+                       Case{DType::fp16, 70001, 0.5}, Case{DType::fp16, 70001, 0.99},
+                       Case{DType::fp32, 70001, 0.9}}) {
+    const std::string what =
+        std::string(dtype_name(c.t)) + " k=" + std::to_string(c.k) + " s=" + std::to_string(c.s);
+    const HostMatrix h = test::make_weight(c.t, "random", 150, c.k, c.s, 977);
+    const Weight w = test::encode_or_fail(Format::csr, h);
+    ASSERT_EQ(std::get<csr::Matrix>(w).index_bits, c.k > 65536 ? 32 : 16) << what;
+    auto dw = to_device(w);
+    ASSERT_TRUE(dw.ok());
+    auto decoded = sparrow::decode(w);
+    ASSERT_TRUE(decoded.ok());
+    const int64_t ld = kernels::expand::expanded_ld(c.k), r0 = 57, r1 = 150;
+    const size_t es = dtype_size(c.t), bytes = size_t((r1 - r0) * ld) * es;
+    void* dst = nullptr;
+    CUDA_OK(cudaMalloc(&dst, bytes));
+    CUDA_OK(cudaMemset(dst, 0xFF, bytes));
+    ASSERT_TRUE(kernels::expand::expand_rows(dw.value(), r0, r1, dst, ld, nullptr).ok()) << what;
+    std::vector<uint8_t> got(bytes);
+    CUDA_OK(cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost));
+    cudaFree(dst);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = got.data() + size_t((r - r0) * ld) * es;
+      ASSERT_EQ(0, std::memcmp(row,
+                               static_cast<const uint8_t*>(decoded.value().data()) +
+                                   size_t(r * c.k) * es,
+                               size_t(c.k) * es))
+          << what << " row " << r;
+      for (size_t b = size_t(c.k) * es; b < size_t(ld) * es; ++b)
+        ASSERT_EQ(row[b], 0) << what << " row " << r << " padding byte " << b;
+    }
+  }
+}
+
 TEST(ExpandCublas, RejectsMissingOrSmallWorkspace) {
   for (auto [name, f] : kExpandKernels) {
     const auto& k = test::kernel_named(name);

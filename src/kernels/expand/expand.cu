@@ -18,13 +18,11 @@ namespace sparrow::kernels::expand {
 
 namespace {
 
-constexpr int kThreads = 256;  // 8 warps per block
-constexpr int kWarps = kThreads / 32;
-// Each warp builds a row in shared memory one window of this many bytes at a time, then writes
-// the window out with coalesced 16-byte stores. Zeroing the row in global memory and scattering
+// Each warp builds a row in shared memory one window of kWindowBytes at a time, then writes the
+// window out with coalesced 16-byte stores. Zeroing the row in global memory and scattering
 // 2-byte stores into it measured 227 us for csr.expand_cublas against 170 us this way (H100,
 // 11008x4096, 50 %, N = 64, GEMM included).
-constexpr int kWindowBytes = 4096;
+constexpr int kWindowBytes = 8192;
 
 // Zeroes `bytes` (a multiple of 16) of a warp's shared window.
 __device__ __forceinline__ void zero_window(uint8_t* win, int bytes, int lane) {
@@ -39,54 +37,109 @@ __device__ __forceinline__ void store_window(uint8_t* out, const uint8_t* win, i
     *reinterpret_cast<uint4*>(out + b) = *reinterpret_cast<const uint4*>(win + b);
 }
 
-// The columns of up to 32 consecutive entries of a csr row, one per lane, starting at entry `i0`.
-template <class C>
-struct CsrColumns {
-  const C* cols;
-  __device__ __forceinline__ int64_t operator()(uint32_t i, bool in_row, int64_t /*carry*/,
-                                                int64_t& /*chunk_sum*/) const {
-    return in_row ? int64_t(cols[i]) : INT64_MAX;
+// Eight consecutive 2- or 4-byte elements (csr values or columns) packed in 32-bit words.
+template <class T>
+struct Pack8 {
+  static constexpr int kWords = 2 * int(sizeof(T));
+  uint32_t w[kWords];
+  __device__ __forceinline__ uint32_t get(int i) const {
+    if constexpr (sizeof(T) == 2) return (w[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+    return w[i];
   }
 };
-// csr: a warp per row, the row built window by window. E is the element's raw bits
-// (uint16_t for fp16/bf16, uint32_t for fp32 csr). Entries are in column order, so each window
-// takes the next whole chunks of 32 entries that end inside it; a chunk that straddles the
-// window's end is read again for the next window (with the same carry), its earlier entries
-// skipped by the column check.
-template <class E, class Columns>
-__global__ void __launch_bounds__(kThreads)
-    expand_rows_kernel(const uint32_t* __restrict__ row_ptr, Columns columns,
-                       const E* __restrict__ values, int64_t r0, int64_t rows, int64_t ld,
-                       E* __restrict__ dst) {
-  __shared__ __align__(16) uint8_t windows[kWarps][kWindowBytes];
-  constexpr int64_t kWindow = kWindowBytes / int64_t(sizeof(E));  // elements
+// Elements base .. base+7 of p: 16-byte loads when `vec` (p 16-byte aligned; base is a multiple
+// of 8) and all eight lie before `lim`, else element by element, zero from lim on.
+template <class T>
+__device__ __forceinline__ Pack8<T> load8(const T* __restrict__ p, uint32_t base, uint32_t lim,
+                                          bool vec) {
+  Pack8<T> r;
+  if (vec && base + 8 <= lim) {
+#pragma unroll
+    for (int q = 0; q < Pack8<T>::kWords / 4; ++q) {
+      const uint4 x = __ldg(reinterpret_cast<const uint4*>(p + base) + q);
+      r.w[4 * q] = x.x, r.w[4 * q + 1] = x.y, r.w[4 * q + 2] = x.z, r.w[4 * q + 3] = x.w;
+    }
+    return r;
+  }
+#pragma unroll
+  for (int q = 0; q < Pack8<T>::kWords; ++q) r.w[q] = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (base + i < lim) {
+      const uint32_t v = uint32_t(p[base + i]);
+      if constexpr (sizeof(T) == 2) {
+        r.w[i / 2] |= v << (16 * (i % 2));
+      } else {
+        r.w[i] = v;
+      }
+    }
+  }
+  return r;
+}
+
+// csr: a warp per row, assembled window by window in shared memory (the structure of the macko
+// kernel below). Lane l takes entries 8l..8l+7 of each 256-entry step (16-byte loads of values
+// and columns, coalesced over the warp), kCsrStepsAhead steps loaded before the first is placed,
+// so a row costs one memory round trip per 1024 entries; the old loop placed 32 entries per
+// round trip (a ballot, then the next 32). Columns are sorted within a row, so a step with an
+// entry past the window is placed again for the next window (earlier entries skipped by the
+// column test). E: the value's raw bits (uint16_t, or uint32_t for fp32 csr); C: the column type.
+constexpr int kCsrWarps = 4;
+constexpr int kCsrStepsAhead = 4;
+constexpr uint32_t kCsrStep = 256;  // entries: 8 per lane
+
+template <class E, class C>
+__global__ void __launch_bounds__(kCsrWarps * 32)
+    expand_csr_kernel(const uint32_t* __restrict__ row_ptr, const C* __restrict__ cols,
+                      const E* __restrict__ values, bool vec, int64_t r0, int64_t rows,
+                      int64_t ld, E* __restrict__ dst) {
+  constexpr int64_t kWindow = kWindowBytes / int64_t(sizeof(E));  // columns per window
+  __shared__ __align__(16) E windows[kCsrWarps][kWindow];
   const int lane = threadIdx.x % 32;
-  E* win = reinterpret_cast<E*>(windows[threadIdx.x / 32]);
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int64_t stride = int64_t(gridDim.x) * kWarps;
-  for (int64_t r = warp; r < rows; r += stride) {
-    const uint32_t e = row_ptr[r0 + r + 1];
-    uint32_t i0 = row_ptr[r0 + r];
-    int64_t carry = 0;
+  E* win = windows[threadIdx.x / 32];
+  const int64_t stride = int64_t(gridDim.x) * kCsrWarps;
+  for (int64_t r = int64_t(blockIdx.x) * kCsrWarps + threadIdx.x / 32; r < rows; r += stride) {
+    const uint32_t s = __ldg(row_ptr + r0 + r), e = __ldg(row_ptr + r0 + r + 1);
+    uint32_t wb = s & ~7u;  // the next step's first entry (16-byte aligned loads)
     for (int64_t c0 = 0; c0 < ld; c0 += kWindow) {
-      const int64_t c1 = c0 + kWindow;
+      const uint32_t w0 = uint32_t(c0);
+      const uint32_t w1 = uint32_t(c0 + kWindow);
       zero_window(reinterpret_cast<uint8_t*>(win), kWindowBytes, lane);
       __syncwarp();
-      while (i0 < e) {
-        const uint32_t i = i0 + uint32_t(lane);
-        const bool in_row = i < e;
-        int64_t chunk_sum = 0;
-        const int64_t col = columns(i, in_row, carry, chunk_sum);
-        const E v = in_row ? values[i] : E(0);
-        if (col >= c0 && col < c1 && v != E(0)) win[col - c0] = v;
-        const int valid = int(min(uint32_t(32), e - i0));
-        const int done = __popc(__ballot_sync(0xffffffffu, in_row && col < c1));
-        if (done < valid) break;  // the chunk reaches past this window
-        carry += chunk_sum;
-        i0 += uint32_t(valid);
+      bool more = wb < e;
+      while (more) {
+        Pack8<E> v[kCsrStepsAhead];
+        Pack8<C> c[kCsrStepsAhead];
+#pragma unroll
+        for (int u = 0; u < kCsrStepsAhead; ++u) {
+          const uint32_t base = wb + u * kCsrStep + lane * 8;
+          v[u] = load8(values, base, e, vec);
+          c[u] = load8(cols, base, e, vec);
+        }
+#pragma unroll
+        for (int u = 0; u < kCsrStepsAhead; ++u) {
+          if (wb >= e) {  // warp-uniform
+            more = false;
+            break;
+          }
+          const uint32_t base = wb + lane * 8;
+          bool past = false;  // an entry of this step lies beyond the window
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const bool in = base + i >= s && base + i < e;
+            const uint32_t col = c[u].get(i);
+            if (in && col >= w0 && col < w1) win[col - w0] = E(v[u].get(i));
+            past |= in && col >= w1;
+          }
+          if (__any_sync(0xffffffffu, past)) {  // placed again for the next window
+            more = false;
+            break;
+          }
+          wb += kCsrStep;
+        }
       }
       __syncwarp();
-      const int64_t n = min(kWindow, ld - c0);
+      const int64_t n = ld - c0 < kWindow ? ld - c0 : kWindow;  // ld: a multiple of 8
       store_window(reinterpret_cast<uint8_t*>(dst + r * ld + c0),
                    reinterpret_cast<const uint8_t*>(win), int(n * int64_t(sizeof(E))), lane);
       __syncwarp();
@@ -280,23 +333,26 @@ Status expand_rows(const Weight& w, int64_t r0, int64_t r1, void* dst, int64_t l
   switch (format_of(w)) {
     case Format::csr: {
       const auto& m = std::get<csr::Matrix>(w);
-      const int grid = grid_for(rows, kWarps);
+      const int grid = grid_for(rows, kCsrWarps);
       const uint32_t* rp = m.row_ptr.data();
-      auto launch = [&](auto* out, auto cols) {
+      auto launch = [&](auto* out, const auto* cols) {
         using E = std::remove_pointer_t<decltype(out)>;
-        expand_rows_kernel<<<grid, kThreads, 0, stream>>>(
-            rp, cols, reinterpret_cast<const E*>(m.values.data()), r0, rows, ld, out);
+        const E* vals = reinterpret_cast<const E*>(m.values.data());
+        const bool vec =
+            (reinterpret_cast<uintptr_t>(vals) | reinterpret_cast<uintptr_t>(cols)) % 16 == 0;
+        expand_csr_kernel<<<grid, kCsrWarps * 32, 0, stream>>>(rp, cols, vals, vec, r0, rows, ld,
+                                                                out);
       };
       if (dtype_size(s.dtype) == 4) {
         if (m.index_bits == 16)
-          launch(static_cast<uint32_t*>(dst), CsrColumns<uint16_t>{m.col16.data()});
+          launch(static_cast<uint32_t*>(dst), m.col16.data());
         else
-          launch(static_cast<uint32_t*>(dst), CsrColumns<uint32_t>{m.col32.data()});
+          launch(static_cast<uint32_t*>(dst), m.col32.data());
       } else {
         if (m.index_bits == 16)
-          launch(static_cast<uint16_t*>(dst), CsrColumns<uint16_t>{m.col16.data()});
+          launch(static_cast<uint16_t*>(dst), m.col16.data());
         else
-          launch(static_cast<uint16_t*>(dst), CsrColumns<uint32_t>{m.col32.data()});
+          launch(static_cast<uint16_t*>(dst), m.col32.data());
       }
       break;
     }
