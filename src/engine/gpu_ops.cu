@@ -186,6 +186,19 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
 
 // ---- rotary embeddings + KV cache ---------------------------------------------------------------
 
+// Rotates the pair (x[j], x[j + half]) of one head by pos * inv_freq[j] (fp32 angle as HF
+// computes it; HF's rotate_half convention), rounded to T. The one rotation both rope_cache_kernel
+// and the folded decode path use, so the two give the same bits.
+template <class T>
+__device__ __forceinline__ void rope_pair(const T* x, int64_t j, int64_t half, int64_t pos,
+                                          const float* inv_freq, T& lo, T& hi) {
+  float sn, cs;
+  sincosf(float(pos) * inv_freq[j], &sn, &cs);
+  const float x1 = to_f(x[j]), x2 = to_f(x[j + half]);
+  lo = from_f<T>(x1 * cs - x2 * sn);
+  hi = from_f<T>(x2 * cs + x1 * sn);
+}
+
 // Block (row, head) over the q heads then the kv heads; thread j rotates the pair
 // (j, j + head_dim/2) by pos * inv_freq[j] (HF's rotate_half convention); k and v land in the
 // caches. One block per row with a loop over every head measured 18.8 µs per decode step on the
@@ -201,20 +214,13 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
   const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
   const int64_t qld = rows.q_ld ? rows.q_ld : qd, kvld = rows.kv_ld ? rows.kv_ld : kvd;
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    float sn, cs;
-    sincosf(float(pos) * inv_freq[j], &sn, &cs);  // fp32 angle as HF computes it
     if (head < s.heads) {
       T* h = q + r * qld + head * hd;
-      const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
-      h[j] = from_f<T>(x1 * cs - x2 * sn);
-      h[j + half] = from_f<T>(x2 * cs + x1 * sn);
+      rope_pair(h, j, half, pos, inv_freq, h[j], h[j + half]);
     } else {
       const int64_t kh = head - s.heads;
-      const T* h = k + r * kvld + kh * hd;
       T* kc = k_cache + (b * s.context + pos) * kvd + kh * hd;
-      const float x1 = to_f(h[j]), x2 = to_f(h[j + half]);
-      kc[j] = from_f<T>(x1 * cs - x2 * sn);
-      kc[j + half] = from_f<T>(x2 * cs + x1 * sn);
+      rope_pair(k + r * kvld + kh * hd, j, half, pos, inv_freq, kc[j], kc[j + half]);
     }
   }
   if (head >= s.heads) {
@@ -259,15 +265,17 @@ struct FoldedRope {
 };
 
 // The folded rope_and_cache of one attention block (row r of sequence b at `pos`, q head `head`
-// of kv head `kvh`): q's head rotated into qs (hd), and when the block's keys include `pos`
-// (new_key) the rotated new key and its value into kv_new (2, hd), written to the caches by the
-// group's first q head. rope_cache_kernel's arithmetic exactly (fp32 angle, values rounded to T),
-// so the result matches the unfused path bit for bit. Ends with a block barrier.
+// of kv head `kvh`, keys [begin, end)); nothing when f.k is null. Otherwise q's head is rotated
+// into qs (hd) and `qr` points there; when the block's keys include `pos` the rotated new key and
+// its value go into kv_new (2, hd), written to the caches by the group's first q head, and the
+// result is true (the block reads key `pos` from kv_new). Ends with a block barrier when folding.
 template <class T>
-__device__ __forceinline__ void fold_rope(const FoldedRope<T>& f, const T* qr, int64_t r,
-                                          int64_t b, int64_t pos, int64_t head, int64_t kvh,
-                                          bool new_key, const RowLayout& rows,
+__device__ __forceinline__ bool fold_rope(const FoldedRope<T>& f, const T*& qr, int64_t r,
+                                          int64_t b, int64_t pos, int64_t begin, int64_t end,
+                                          int64_t head, int64_t kvh, const RowLayout& rows,
                                           const AttentionShape& s, T* qs, T* kv_new) {
+  if (!f.k) return false;
+  const bool new_key = begin <= pos && pos < end;
   const int64_t hd = s.head_dim, half = hd / 2, kvd = s.kv_heads * hd;
   const int64_t kvld = rows.kv_ld ? rows.kv_ld : kvd;
   const bool writer = new_key && head % (s.heads / s.kv_heads) == 0;
@@ -276,17 +284,10 @@ __device__ __forceinline__ void fold_rope(const FoldedRope<T>& f, const T* qr, i
   T* kc = f.k_cache + (b * s.context + pos) * kvd + kvh * hd;
   T* vc = f.v_cache + (b * s.context + pos) * kvd + kvh * hd;
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    float sn, cs;
-    sincosf(float(pos) * f.inv_freq[j], &sn, &cs);
-    const float q1 = to_f(qr[j]), q2 = to_f(qr[j + half]);
-    qs[j] = from_f<T>(q1 * cs - q2 * sn);
-    qs[j + half] = from_f<T>(q2 * cs + q1 * sn);
+    rope_pair(qr, j, half, pos, f.inv_freq, qs[j], qs[j + half]);
     if (new_key) {
-      const float k1 = to_f(kr[j]), k2 = to_f(kr[j + half]);
-      const T a = from_f<T>(k1 * cs - k2 * sn), c = from_f<T>(k2 * cs + k1 * sn);
-      kv_new[j] = a;
-      kv_new[j + half] = c;
-      if (writer) kc[j] = a, kc[j + half] = c;
+      rope_pair(kr, j, half, pos, f.inv_freq, kv_new[j], kv_new[j + half]);
+      if (writer) kc[j] = kv_new[j], kc[j + half] = kv_new[j + half];
     }
   }
   if (new_key) {
@@ -296,6 +297,8 @@ __device__ __forceinline__ void fold_rope(const FoldedRope<T>& f, const T* qr, i
     }
   }
   __syncthreads();
+  qr = qs;
+  return new_key;
 }
 
 // The block's partial (m, l, acc[hd]) from its warps' online-softmax states in shared memory
@@ -344,11 +347,8 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
   float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
   const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
   __shared__ T q_rot[32 * kMaxDimPerLane], kv_new[2 * 32 * kMaxDimPerLane];
-  const bool new_key = rope.k && begin <= pos && pos < end;
-  if (rope.k) {
-    fold_rope(rope, qr, r, b, pos, head, kvh, new_key, rows, s, q_rot, kv_new);
-    qr = q_rot;
-  }
+  const bool new_key =
+      fold_rope(rope, qr, r, b, pos, begin, end, head, kvh, rows, s, q_rot, kv_new);
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) {
     const int64_t d = lane + 32 * e;
@@ -421,11 +421,8 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   float qv[8], acc[8];
   const T* qr = q + r * (rows.q_ld ? rows.q_ld : s.heads * hd) + head * hd;
   __shared__ __align__(16) T q_rot[hd], kv_new[2 * hd];
-  const bool new_key = rope.k && begin <= pos && pos < end;
-  if (rope.k) {
-    fold_rope(rope, qr, r, b, pos, head, kvh, new_key, rows, s, q_rot, kv_new);
-    qr = q_rot;
-  }
+  const bool new_key =
+      fold_rope(rope, qr, r, b, pos, begin, end, head, kvh, rows, s, q_rot, kv_new);
   qr += 8 * g;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
