@@ -77,158 +77,148 @@ __device__ __forceinline__ Pack8<T> load8(const T* __restrict__ p, uint32_t base
   return r;
 }
 
-// csr: a warp per row, assembled window by window in shared memory (the structure of the macko
-// kernel below). Lane l takes entries 8l..8l+7 of each 256-entry step (16-byte loads of values
-// and columns, coalesced over the warp), kCsrStepsAhead steps loaded before the first is placed,
-// so a row costs one memory round trip per 1024 entries; the old loop placed 32 entries per
-// round trip (a ballot, then the next 32). Columns are sorted within a row, so a step with an
-// entry past the window is placed again for the next window (earlier entries skipped by the
-// column test). E: the value's raw bits (uint16_t, or uint32_t for fp32 csr); C: the column type.
-constexpr int kCsrWarps = 4;
-constexpr int kCsrStepsAhead = 4;
-constexpr uint32_t kCsrStep = 256;  // entries: 8 per lane
+// csr and macko rows: one window loop, a per-format step policy.
+//
+// A warp per row builds the row in its shared window (kWindowBytes) one window at a time: zero
+// it, place steps of 256 entries (lane l takes entries 8l..8l+7: 16-byte loads, coalesced over
+// the warp) until the row ends or a step reaches past the window, store the window with
+// coalesced 16-byte stores. kStepsAhead steps are loaded before the first is placed, so a row
+// costs one memory round trip per 1024 entries; the old loops placed 32 entries per round trip
+// (11008x4096 at 50 %: macko's expansion alone took 167 us that way; csr.expand_cublas at
+// N = 64, GEMM included, 170.5 us against 100.2 now). A row's entries are in column order, so a
+// step that reaches past the window is placed again for the next window: entries before the
+// window fail the column test.
+//
+// A policy says what a step of a format is:
+//   Elem             the raw bits of one value (uint16_t, or uint32_t for fp32 csr)
+//   Step             what one lane loads for one step (values and where their columns come from)
+//   RowState         what a row carries from step to step (macko: the columns before the step)
+//   row_ptr          the rows' entry ranges: row r is [row_ptr[r], row_ptr[r + 1])
+//   load(base, e)    the lane's 8 entries base .. base+7 (zero past e)
+//   place(...)       writes the lane's entries that fall in the window [w0, w1) and returns false
+//                    (warp-uniform) when the step must be placed again for the next window; it
+//                    advances RowState only when it returns true.
+constexpr int kRowWarps = 4;
+constexpr int kStepsAhead = 4;
+constexpr uint32_t kStep = 256;  // entries: 8 per lane
 
+// csr: columns are stored, values and columns are read as 8-element packs. E: the value's raw
+// bits, C: the column type.
 template <class E, class C>
-__global__ void __launch_bounds__(kCsrWarps * 32)
-    expand_csr_kernel(const uint32_t* __restrict__ row_ptr, const C* __restrict__ cols,
-                      const E* __restrict__ values, bool vec, int64_t r0, int64_t rows,
-                      int64_t ld, E* __restrict__ dst) {
+struct CsrSteps {
+  using Elem = E;
+  struct Step {
+    Pack8<E> v;
+    Pack8<C> c;
+  };
+  struct RowState {};
+  const uint32_t* __restrict__ row_ptr;
+  const C* __restrict__ cols;
+  const E* __restrict__ values;
+  bool vec;  // values and cols 16-byte aligned: packs load as 16-byte vectors
+
+  __device__ __forceinline__ Step load(uint32_t base, uint32_t e) const {
+    return {load8(values, base, e, vec), load8(cols, base, e, vec)};
+  }
+  __device__ __forceinline__ bool place(const Step& st, uint32_t base, uint32_t s, uint32_t e,
+                                        uint32_t w0, uint32_t w1, E* win, RowState&) const {
+    bool past = false;  // an entry of this step lies beyond the window
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const bool in = base + i >= s && base + i < e;
+      const uint32_t col = st.c.get(i);
+      if (in && col >= w0 && col < w1) win[col - w0] = E(st.v.get(i));
+      past |= in && col >= w1;
+    }
+    return !__any_sync(0xffffffffu, past);
+  }
+};
+
+// macko: 16 bytes of values and 4 of deltas per lane and step; the columns come from an in-lane
+// prefix of (delta + 1) and one warp scan, as in macko.warp_row, on top of the row's carry.
+struct MackoSteps {
+  using Elem = uint16_t;
+  struct Step {
+    uint4 v;
+    uint32_t d;
+  };
+  struct RowState {
+    uint32_t carry = 0;  // sum of (delta + 1) over the row's entries before the step
+  };
+  const uint32_t* __restrict__ row_ptr;
+  const uint16_t* __restrict__ values;
+  const uint8_t* __restrict__ deltas;
+
+  __device__ __forceinline__ Step load(uint32_t base, uint32_t e) const {
+    if (base >= e) return {make_uint4(0, 0, 0, 0), 0u};
+    return {__ldg(reinterpret_cast<const uint4*>(values + base)),
+            __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2))};
+  }
+  __device__ __forceinline__ bool place(const Step& st, uint32_t base, uint32_t s, uint32_t e,
+                                        uint32_t w0, uint32_t w1, uint16_t* win,
+                                        RowState& row) const {
+    const uint32_t vw[4] = {st.v.x, st.v.y, st.v.z, st.v.w};
+    uint32_t pre[8], run = 0;  // inclusive prefix of (delta + 1) over the lane's row entries
+    uint32_t in_row = 0;        // bit i: entry base + i belongs to the row
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const bool in = base + i >= s && base + i < e;
+      in_row |= uint32_t(in) << i;
+      run += in ? ((st.d >> (4 * i)) & 0xFu) + 1u : 0u;
+      pre[i] = run;
+    }
+    const uint32_t scan = decode::warp_inclusive_scan(run, int(threadIdx.x % 32));
+    const uint32_t before = row.carry + scan - run;  // columns before the lane's first entry
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t col = before + pre[i] - 1;
+      if (((in_row >> i) & 1u) && col >= w0 && col < w1) {
+        win[col - w0] = uint16_t(vw[i / 2] >> (16 * (i % 2)));
+      }
+    }
+    const uint32_t total = __shfl_sync(0xffffffffu, scan, 31);
+    if (row.carry + total > w1) return false;  // the step's last entry is past the window
+    row.carry += total;
+    return true;
+  }
+};
+
+template <class Steps>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    expand_row_windows_kernel(Steps fmt, int64_t r0, int64_t rows, int64_t ld,
+                              typename Steps::Elem* __restrict__ dst) {
+  using E = typename Steps::Elem;
   constexpr int64_t kWindow = kWindowBytes / int64_t(sizeof(E));  // columns per window
-  __shared__ __align__(16) E windows[kCsrWarps][kWindow];
+  __shared__ __align__(16) E windows[kRowWarps][kWindow];
   const int lane = threadIdx.x % 32;
   E* win = windows[threadIdx.x / 32];
-  const int64_t stride = int64_t(gridDim.x) * kCsrWarps;
-  for (int64_t r = int64_t(blockIdx.x) * kCsrWarps + threadIdx.x / 32; r < rows; r += stride) {
-    const uint32_t s = __ldg(row_ptr + r0 + r), e = __ldg(row_ptr + r0 + r + 1);
-    uint32_t wb = s & ~7u;  // the next step's first entry (16-byte aligned loads)
+  const int64_t stride = int64_t(gridDim.x) * kRowWarps;
+  for (int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32; r < rows; r += stride) {
+    const uint32_t s = __ldg(fmt.row_ptr + r0 + r), e = __ldg(fmt.row_ptr + r0 + r + 1);
+    uint32_t wb = s & ~7u;  // the next step's first entry (steps start 16-byte aligned)
+    typename Steps::RowState row;
     for (int64_t c0 = 0; c0 < ld; c0 += kWindow) {
-      const uint32_t w0 = uint32_t(c0);
-      const uint32_t w1 = uint32_t(c0 + kWindow);
+      const uint32_t w0 = uint32_t(c0), w1 = uint32_t(c0 + kWindow);
       zero_window(reinterpret_cast<uint8_t*>(win), kWindowBytes, lane);
       __syncwarp();
       bool more = wb < e;
       while (more) {
-        Pack8<E> v[kCsrStepsAhead];
-        Pack8<C> c[kCsrStepsAhead];
+        typename Steps::Step st[kStepsAhead];
 #pragma unroll
-        for (int u = 0; u < kCsrStepsAhead; ++u) {
-          const uint32_t base = wb + u * kCsrStep + lane * 8;
-          v[u] = load8(values, base, e, vec);
-          c[u] = load8(cols, base, e, vec);
-        }
+        for (int u = 0; u < kStepsAhead; ++u) st[u] = fmt.load(wb + u * kStep + lane * 8, e);
 #pragma unroll
-        for (int u = 0; u < kCsrStepsAhead; ++u) {
-          if (wb >= e) {  // warp-uniform
-            more = false;
+        for (int u = 0; u < kStepsAhead; ++u) {
+          if (wb >= e || !fmt.place(st[u], wb + lane * 8, s, e, w0, w1, win, row)) {
+            more = false;  // warp-uniform: the row ended, or the step is placed again next window
             break;
           }
-          const uint32_t base = wb + lane * 8;
-          bool past = false;  // an entry of this step lies beyond the window
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const bool in = base + i >= s && base + i < e;
-            const uint32_t col = c[u].get(i);
-            if (in && col >= w0 && col < w1) win[col - w0] = E(v[u].get(i));
-            past |= in && col >= w1;
-          }
-          if (__any_sync(0xffffffffu, past)) {  // placed again for the next window
-            more = false;
-            break;
-          }
-          wb += kCsrStep;
+          wb += kStep;
         }
       }
       __syncwarp();
       const int64_t n = ld - c0 < kWindow ? ld - c0 : kWindow;  // ld: a multiple of 8
       store_window(reinterpret_cast<uint8_t*>(dst + r * ld + c0),
                    reinterpret_cast<const uint8_t*>(win), int(n * int64_t(sizeof(E))), lane);
-      __syncwarp();
-    }
-  }
-}
-
-// macko: a warp per row, assembled in a shared window of kMackoWindow columns (the whole row
-// when K fits, else window by window). Lane l decodes entries 8l..8l+7 of each 256-entry step:
-// 16 bytes of values and 4 of deltas (coalesced over the warp); their columns come from an
-// in-lane prefix of (delta + 1) and one warp scan, as in macko.warp_row. kMackoStepsAhead steps
-// are loaded before the first is placed, so a row costs one memory round trip per 1024 entries,
-// not one per 32 (the old warp-per-32-entries loop measured 167 us of expansion on 11008x4096 at
-// 50 %). A step that reaches past the window is placed again for the next window, with the same
-// carry (entries before the window are skipped by the column test).
-constexpr int kMackoWarps = 4;
-constexpr int kMackoWindow = 4096;  // columns: 8 KB of shared memory per warp
-constexpr int kMackoStepsAhead = 4;
-constexpr uint32_t kMackoStep = 256;  // entries: 8 per lane
-
-__global__ void __launch_bounds__(kMackoWarps * 32)
-    expand_macko_kernel(const uint32_t* __restrict__ row_ptr, const uint16_t* __restrict__ values,
-                        const uint8_t* __restrict__ deltas, int64_t r0, int64_t rows, int64_t ld,
-                        uint16_t* __restrict__ dst) {
-  __shared__ __align__(16) uint16_t windows[kMackoWarps][kMackoWindow];
-  const int lane = threadIdx.x % 32;
-  uint16_t* win = windows[threadIdx.x / 32];
-  const int64_t stride = int64_t(gridDim.x) * kMackoWarps;
-  for (int64_t r = int64_t(blockIdx.x) * kMackoWarps + threadIdx.x / 32; r < rows; r += stride) {
-    const uint32_t s = __ldg(row_ptr + r0 + r), e = __ldg(row_ptr + r0 + r + 1);
-    uint32_t wb = s & ~7u;  // the next step's first entry (steps start 16-byte aligned)
-    uint32_t carry = 0;     // sum of (delta + 1) over the row's entries before wb
-    for (int64_t c0 = 0; c0 < ld; c0 += kMackoWindow) {
-      const uint32_t w0 = uint32_t(c0), w1 = uint32_t(c0 + kMackoWindow);
-      zero_window(reinterpret_cast<uint8_t*>(win), kMackoWindow * 2, lane);
-      __syncwarp();
-      bool more = wb < e;
-      while (more) {
-        uint4 v[kMackoStepsAhead];
-        uint32_t d[kMackoStepsAhead];
-#pragma unroll
-        for (int u = 0; u < kMackoStepsAhead; ++u) {
-          const uint32_t base = wb + u * kMackoStep + lane * 8;
-          v[u] = make_uint4(0, 0, 0, 0);
-          d[u] = 0;
-          if (base < e) {
-            v[u] = __ldg(reinterpret_cast<const uint4*>(values + base));
-            d[u] = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kMackoStepsAhead; ++u) {
-          if (wb >= e) {  // warp-uniform
-            more = false;
-            break;
-          }
-          const uint32_t base = wb + lane * 8;
-          const uint32_t vw[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-          uint32_t pre[8], run = 0;  // inclusive prefix of (delta + 1) over the lane's row entries
-          uint32_t in_row = 0;        // bit i: entry base + i belongs to the row
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const bool in = base + i >= s && base + i < e;
-            in_row |= uint32_t(in) << i;
-            run += in ? ((d[u] >> (4 * i)) & 0xFu) + 1u : 0u;
-            pre[i] = run;
-          }
-          const uint32_t scan = decode::warp_inclusive_scan(run, lane);  // over the lanes' totals
-          const uint32_t before = carry + scan - run;  // columns before the lane's first entry
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const uint32_t col = before + pre[i] - 1;
-            if (((in_row >> i) & 1u) && col >= w0 && col < w1) {
-              win[col - w0] = uint16_t(vw[i / 2] >> (16 * (i % 2)));
-            }
-          }
-          const uint32_t total = __shfl_sync(0xffffffffu, scan, 31);
-          if (carry + total > w1) {  // the step's last entry is past the window: again next time
-            more = false;
-            break;
-          }
-          carry += total;
-          wb += kMackoStep;
-        }
-      }
-      __syncwarp();
-      const int64_t n = ld - c0 < kMackoWindow ? ld - c0 : kMackoWindow;  // a multiple of 8
-      store_window(reinterpret_cast<uint8_t*>(dst + r * ld + c0),
-                   reinterpret_cast<const uint8_t*>(win), int(n * 2), lane);
       __syncwarp();
     }
   }
@@ -333,15 +323,16 @@ Status expand_rows(const Weight& w, int64_t r0, int64_t r1, void* dst, int64_t l
   switch (format_of(w)) {
     case Format::csr: {
       const auto& m = std::get<csr::Matrix>(w);
-      const int grid = grid_for(rows, kCsrWarps);
+      const int grid = grid_for(rows, kRowWarps);
       const uint32_t* rp = m.row_ptr.data();
       auto launch = [&](auto* out, const auto* cols) {
         using E = std::remove_pointer_t<decltype(out)>;
         const E* vals = reinterpret_cast<const E*>(m.values.data());
         const bool vec =
             (reinterpret_cast<uintptr_t>(vals) | reinterpret_cast<uintptr_t>(cols)) % 16 == 0;
-        expand_csr_kernel<<<grid, kCsrWarps * 32, 0, stream>>>(rp, cols, vals, vec, r0, rows, ld,
-                                                                out);
+        using C = std::remove_cv_t<std::remove_pointer_t<decltype(cols)>>;
+        expand_row_windows_kernel<<<grid, kRowWarps * 32, 0, stream>>>(
+            CsrSteps<E, C>{rp, cols, vals, vec}, r0, rows, ld, out);
       };
       if (dtype_size(s.dtype) == 4) {
         if (m.index_bits == 16)
@@ -358,8 +349,8 @@ Status expand_rows(const Weight& w, int64_t r0, int64_t r1, void* dst, int64_t l
     }
     case Format::macko: {
       const auto& m = std::get<macko::Matrix>(w);
-      expand_macko_kernel<<<grid_for(rows, kMackoWarps), kMackoWarps * 32, 0, stream>>>(
-          m.row_ptr.data(), m.values.data(), m.deltas.data(), r0, rows, ld,
+      expand_row_windows_kernel<<<grid_for(rows, kRowWarps), kRowWarps * 32, 0, stream>>>(
+          MackoSteps{m.row_ptr.data(), m.values.data(), m.deltas.data()}, r0, rows, ld,
           static_cast<uint16_t*>(dst));
       break;
     }
