@@ -196,22 +196,31 @@ TEST(DecodeLaunch, MackoRowPieces) {
   using macko_warp_row::row_pieces;
   const int64_t per = macko_warp_row::kMinEntriesPerPiece;
   // 132 SMs: 8448 warp slots. 4096 rows of 2048+ entries: two warps per row.
-  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 0), 2);
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 0), 2);
   // 11008 rows already fill more than a wave: one warp per row.
-  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 132, 0), 1);
+  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 0, 132, 0), 1);
   // 2112 long rows: four; short rows stay whole (a piece keeps >= kMinEntriesPerPiece entries).
-  EXPECT_EQ(row_pieces(2112, 2112 * 4 * per, 132, 0), 4);
-  EXPECT_EQ(row_pieces(2112, 2112 * (4 * per - 1), 132, 0), 2);
-  EXPECT_EQ(row_pieces(2112, 2112 * (2 * per - 1), 132, 0), 1);
-  EXPECT_EQ(row_pieces(2113, 2113 * 4 * per, 132, 0), 2);  // 4 pieces would pass one wave
+  EXPECT_EQ(row_pieces(2112, 2112 * 4 * per, 0, 132, 0), 4);
+  EXPECT_EQ(row_pieces(2112, 2112 * (4 * per - 1), 0, 132, 0), 2);
+  EXPECT_EQ(row_pieces(2112, 2112 * (2 * per - 1), 0, 132, 0), 1);
+  EXPECT_EQ(row_pieces(2113, 2113 * 4 * per, 0, 132, 0), 2);  // 4 pieces would pass one wave
   // Fewer SMs, fewer slots; degenerate inputs stay at one piece.
-  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 40, 0), 1);
-  EXPECT_EQ(row_pieces(0, 0, 132, 0), 1);
-  EXPECT_EQ(row_pieces(10, 10 * 100000, 0, 0), 4);  // sm_count 0 reads as 1 SM: 64 slots
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 40, 0), 1);
+  EXPECT_EQ(row_pieces(0, 0, 0, 132, 0), 1);
+  EXPECT_EQ(row_pieces(10, 10 * 100000, 0, 0, 0), 4);  // sm_count 0 reads as 1 SM: 64 slots
+  // Uneven rows (magnitude pruning): the longest row decides. 4096 x 11008 at 90 % as the magnitude
+  // pattern leaves it (average 1101 entries, longest 5149): two pieces; with even rows of that
+  // average, one. Rows within kEvenRowsRatio of the average count as even.
+  EXPECT_EQ(row_pieces(4096, 4096 * 1101, 5149, 132, 0), 2);
+  EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1101, 132, 0), 1);
+  EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1400, 132, 0), 1);  // 1.27x the average: even
+  EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1540, 132, 0), 2);  // 1.4x: uneven, 770 per piece
+  // A long row cannot lift the one-wave limit: 11008 rows stay whole.
+  EXPECT_EQ(row_pieces(11008, 11008 * 410, 2132, 132, 0), 1);
   // The experiment knob wins when it names a valid count.
-  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 132, 4), 4);
-  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 1), 1);
-  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 132, 3), 2);  // 3 is not a piece count: the rule
+  EXPECT_EQ(row_pieces(11008, 11008 * 5504, 0, 132, 4), 4);
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 1), 1);
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 3), 2);  // 3 is not a piece count: the rule
 }
 
 TEST(DecodeLaunch, CsrBlocks) {

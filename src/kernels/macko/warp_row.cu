@@ -700,7 +700,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
                                                   dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
       const int pieces = which == OneTokenKernel::warp
-                             ? row_pieces(mm.shape.rows, mm.entries(), dev.sm_count, pieces_override())
+                             ? row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                          dev.sm_count, pieces_override())
                              : 1;
       const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
                          p.opt.dependent_launch};
@@ -755,13 +756,18 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
   return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity;
 }
 
-int row_pieces(int64_t rows, int64_t entries, int sm_count, int requested) {
+int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
+               int requested) {
   if (requested == 1 || requested == 2 || requested == 4) return requested;
   const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
   const int64_t per_row = rows > 0 ? entries / rows : 0;
+  // Uneven rows (the longest above kEvenRowsRatio x the average, as magnitude pruning leaves
+  // them): the longest rows end last and set the kernel's time, so their length decides.
+  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
+  const int64_t row_len = even ? per_row : max_row_entries;
   int pieces = 1;
-  // More pieces while the rows still fit one wave and every piece keeps >= kMinEntriesPerPiece.
-  while (pieces < 4 && rows * pieces * 2 <= slots && per_row / (pieces * 2) >= kMinEntriesPerPiece) {
+  // More pieces while the rows still fit one wave and a piece keeps >= kMinEntriesPerPiece.
+  while (pieces < 4 && rows * pieces * 2 <= slots && row_len / (pieces * 2) >= kMinEntriesPerPiece) {
     pieces *= 2;
   }
   return pieces;
