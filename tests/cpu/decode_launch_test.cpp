@@ -215,6 +215,9 @@ TEST(DecodeLaunch, MackoRowPieces) {
   EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1101, 132, 0), 1);
   EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1400, 132, 0), 1);  // 1.27x the average: even
   EXPECT_EQ(row_pieces(4096, 4096 * 1101, 1540, 132, 0), 2);  // 1.4x: uneven, 770 per piece
+  // An unknown longest row (0: a matrix built on the GPU) reads as even rows.
+  EXPECT_TRUE(macko_warp_row::rows_are_even(4096, 4096 * 1101, 0));
+  EXPECT_FALSE(macko_warp_row::rows_are_even(4096, 4096 * 1101, 1540));
   // A long row cannot lift the one-wave limit: 11008 rows stay whole.
   EXPECT_EQ(row_pieces(11008, 11008 * 410, 2132, 132, 0), 1);
   // The experiment knob wins when it names a valid count.

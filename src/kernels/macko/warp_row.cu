@@ -720,6 +720,10 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
 
 }  // namespace
 
+bool rows_are_even(int64_t rows, int64_t entries, int64_t max_row_entries) {
+  return double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
+}
+
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
                                 int sm_count, OneTokenKernel requested) {
   if (requested != OneTokenKernel::automatic) return requested;
@@ -731,15 +735,15 @@ OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_e
   // slots they were 19-36 % faster on 11008x4096 at 80-95 % (half the warps: one wave instead of
   // 1.3) and 0-20 % on 28672x8192, but 18 % slower on 4096x11008 at 80 % (4096 rows: too few warps).
   const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
-  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
-  return even && rows >= slots && entries < rows * kHalfWarpEvenBelowEntriesPerRow
+  return rows_are_even(rows, entries, max_row_entries) && rows >= slots &&
+                 entries < rows * kHalfWarpEvenBelowEntriesPerRow
              ? OneTokenKernel::half_warp
              : OneTokenKernel::warp;
 }
 
 bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int requested) {
   if (requested == 0 || requested == 1) return requested == 1;
-  return double(max_row_entries) * double(rows) > kEvenRowsRatio * double(entries);
+  return !rows_are_even(rows, entries, max_row_entries);
 }
 
 int row_kernel_tokens(int64_t n, int64_t cols, int requested) {
@@ -761,10 +765,9 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
   if (requested == 1 || requested == 2 || requested == 4) return requested;
   const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
   const int64_t per_row = rows > 0 ? entries / rows : 0;
-  // Uneven rows (the longest above kEvenRowsRatio x the average, as magnitude pruning leaves
-  // them): the longest rows end last and set the kernel's time, so their length decides.
-  const bool even = double(max_row_entries) * double(rows) <= kEvenRowsRatio * double(entries);
-  const int64_t row_len = even ? per_row : max_row_entries;
+  // Uneven rows (as magnitude pruning leaves them): the longest rows end last and set the
+  // kernel's time, so their length decides.
+  const int64_t row_len = rows_are_even(rows, entries, max_row_entries) ? per_row : max_row_entries;
   int pieces = 1;
   // More pieces while the rows still fit one wave and a piece keeps >= kMinEntriesPerPiece.
   while (pieces < 4 && rows * pieces * 2 <= slots && row_len / (pieces * 2) >= kMinEntriesPerPiece) {

@@ -44,6 +44,9 @@ constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
 // then runs two rows of about the same length, and half the warps cover the matrix).
 constexpr int64_t kHalfWarpEvenBelowEntriesPerRow = 1200;
 constexpr double kEvenRowsRatio = 1.3;
+// Whether a weight's rows are even: the longest within kEvenRowsRatio of the average (a
+// max_row_entries of 0, unknown, reads as even). The launch rules below all ask this.
+bool rows_are_even(int64_t rows, int64_t entries, int64_t max_row_entries);
 // Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
