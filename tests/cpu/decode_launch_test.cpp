@@ -226,21 +226,6 @@ TEST(DecodeLaunch, MackoRowPieces) {
   EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 3), 2);  // 3 is not a piece count: the rule
 }
 
-TEST(DecodeLaunch, MackoLongRowBlocks) {
-  using macko_warp_row::long_row_blocks;
-  // 11008 x 4096 at 90 % as the magnitude pattern leaves it (average 410 entries, longest 2132):
-  // the long rows take two warps each, four rows per block.
-  EXPECT_EQ(long_row_blocks(11008, 11008 * 410, 2132, 600, -1), 150);
-  EXPECT_EQ(long_row_blocks(11008, 11008 * 410, 2132, 601, -1), 151);
-  // Even rows, no long rows, nothing to split, or the knob off: none.
-  EXPECT_EQ(long_row_blocks(11008, 11008 * 410, 450, 600, -1), 0);
-  EXPECT_EQ(long_row_blocks(11008, 11008 * 410, 2132, 0, -1), 0);
-  EXPECT_EQ(long_row_blocks(0, 0, 0, 0, -1), 0);
-  EXPECT_EQ(long_row_blocks(11008, 11008 * 410, 2132, 600, 0), 0);
-  // More long rows than rows cannot happen in a valid matrix; the count is capped anyway.
-  EXPECT_EQ(long_row_blocks(8, 8 * 10, 100, 50, -1), 2);
-}
-
 TEST(DecodeLaunch, CsrBlocks) {
   EXPECT_EQ(csr_vector::blocks_for(1), 1);
   EXPECT_EQ(csr_vector::blocks_for(8), 1);

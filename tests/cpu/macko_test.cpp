@@ -109,22 +109,6 @@ TEST(Macko, HandMadeExample) {
   EXPECT_EQ(m->deltas.host(), deltas);
   EXPECT_EQ(m->storage_bytes(), 3 * 4 + 32 * 2 + 16u);
   EXPECT_EQ(m->max_row_entries, 3);  // derived, not stored: storage_bytes has no room for it
-  EXPECT_EQ(m->long_rows, 0);        // rows of 3 and 3 entries: none above twice the average
-}
-
-// long_rows counts the rows above twice the average entry count (what long_row_blocks splits).
-TEST(Macko, LongRowsAreAboveTwiceTheAverage) {
-  // 6 rows x 64 columns with 40, 2, 2, 2, 2, 1 non-zeros: 49 / 6 = 8.2 per row on average, and
-  // no gap needs padding entries, so entries == non-zeros; only the first row is above 16.3.
-  HostMatrix w(DType::fp16, 6, 64);
-  const int counts[] = {40, 2, 2, 2, 2, 1};
-  for (int r = 0; r < 6; ++r)
-    for (int c = 0; c < counts[r]; ++c) w.set(r, c, 1.0f + float(c));
-  auto m = macko::encode(w.view());
-  ASSERT_TRUE(m.ok()) << m.status().to_string();
-  EXPECT_EQ(m->max_row_entries, 40);
-  EXPECT_EQ(m->long_rows, 1);
-  EXPECT_TRUE(macko::validate(m.value()).ok());
 }
 
 // Gaps of exactly 16 need no padding; a gap of 34 needs two padding entries.
@@ -283,11 +267,6 @@ TEST(Macko, ValidateRejectsBadRowPointers) {
     auto m = sample();
     m.max_row_entries += 1;  // the launch rules would read a wrong longest row
     expect_corrupt(m, "max_row_entries");
-  }
-  {
-    auto m = sample();
-    m.long_rows += 1;  // the kernel would split rows that are not the longest
-    expect_corrupt(m, "long_rows");
   }
   {
     auto m = sample();

@@ -62,31 +62,3 @@ TEST(MackoWarpRow, RowPieces) {
       Format::macko, patterns::random(DType::bf16, slots / 4 - 5, 7001, 0.5, 790));
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
-
-// Uneven rows too many to split them all (row_pieces 1): only the longest rows take two warps
-// (long_row_blocks), the rest one; fp16 and bf16, with empty rows (the shortest, handed out last).
-TEST(MackoWarpRow, LongRowPieces) {
-  const auto& k = test::kernel_named("macko.warp_row");
-  if (!k.run) return;
-  auto dev = kernels::current_device_info();
-  ASSERT_TRUE(dev.ok());
-  const int64_t slots = int64_t(dev.value().sm_count) * 64;
-  uint64_t seed = 900;
-  for (DType t : {DType::fp16, DType::bf16}) {
-    const int64_t rows = slots / 2 + 33, cols = 4001;
-    HostMatrix h = test::make_weight(t, "magnitude", rows, cols, 0.85, seed);
-    for (int64_t r : {int64_t(1), rows / 2, rows - 1})
-      for (int64_t col = 0; col < cols; ++col) h.set(r, col, 0.f);
-    const Weight w = test::encode_or_fail(Format::macko, h);
-    const auto& mm = std::get<macko::Matrix>(w);
-    namespace wr = kernels::macko_warp_row;
-    ASSERT_EQ(wr::choose_one_token(rows, mm.entries(), mm.max_row_entries, dev.value().sm_count,
-                                   wr::OneTokenKernel::automatic),
-              wr::OneTokenKernel::warp);
-    ASSERT_EQ(wr::row_pieces(rows, mm.entries(), mm.max_row_entries, dev.value().sm_count, 0), 1);
-    ASSERT_GT(mm.long_rows, 0);
-    ASSERT_GT(wr::long_row_blocks(rows, mm.entries(), mm.max_row_entries, mm.long_rows, -1), 0);
-    test::expect_all_n(k, w, {1, 2}, std::string("macko long-row pieces ") + dtype_name(t), seed + 1);
-    seed += 10;
-  }
-}

@@ -39,11 +39,7 @@ struct Matrix {
   //                    (magnitude-pruned) weights first, and reads a row's extent in one 16-byte
   //                    load. It travels with the matrix to the GPU: 16 bytes per row, counted in
   //                    derived_bytes(), not storage_bytes().
-  //   long_rows        how many rows hold more than twice the average row's entries: the first
-  //                    long_rows records of row_order, which the one-token kernel can split over
-  //                    two warps when the rows are too many to split all of them.
   int64_t max_row_entries = 0;
-  int64_t long_rows = 0;
   Buffer<uint32_t> row_order;
 
   int64_t entries() const { return int64_t(values.size()); }
@@ -54,7 +50,7 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Fills max_row_entries, long_rows and row_order from the host row_ptr (nothing for a device matrix). Safe
+// Fills max_row_entries and row_order from the host row_ptr (nothing for a device matrix). Safe
 // on a malformed row_ptr; validate reports it.
 void derive(Matrix& m);
 

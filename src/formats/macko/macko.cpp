@@ -33,20 +33,6 @@ int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
   return longest;
 }
 
-// long_rows of include/sparrow/formats/macko.hpp: rows longer than twice the average (compared as
-// len * rows > 2 * total, exact in integers).
-int64_t count_long_rows(const std::vector<uint32_t>& row_ptr) {
-  if (row_ptr.size() < 2) return 0;
-  const int64_t rows = int64_t(row_ptr.size()) - 1;
-  const int64_t total = int64_t(row_ptr.back()) - int64_t(row_ptr.front());
-  int64_t n = 0;
-  for (size_t r = 1; r < row_ptr.size(); ++r) {
-    const int64_t len = int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]);
-    n += len * rows > 2 * total;
-  }
-  return n;
-}
-
 // row_order of include/sparrow/formats/macko.hpp: records (row, start, end, 0), longest first.
 std::vector<uint32_t> build_row_order(const std::vector<uint32_t>& rp) {
   if (rp.size() < 2) return {};
@@ -230,11 +216,6 @@ Status validate(const Matrix& m) {
     return corrupt_data("macko: max_row_entries is " + std::to_string(m.max_row_entries) +
                         " but the longest row has " + std::to_string(longest) + " entries");
   }
-  const int64_t long_rows = count_long_rows(m.row_ptr.host());
-  if (m.long_rows != long_rows) {
-    return corrupt_data("macko: long_rows is " + std::to_string(m.long_rows) + " but " +
-                        std::to_string(long_rows) + " rows hold more than twice the average");
-  }
   if (m.row_order.host() != build_row_order(m.row_ptr.host())) {
     return corrupt_data("macko: row_order does not match row_ptr (call derive())");
   }
@@ -244,7 +225,6 @@ Status validate(const Matrix& m) {
 void derive(Matrix& m) {
   if (m.row_ptr.on_device()) return;
   m.max_row_entries = longest_row(m.row_ptr.host());
-  m.long_rows = count_long_rows(m.row_ptr.host());
   m.row_order = Buffer<uint32_t>(build_row_order(m.row_ptr.host()));
 }
 

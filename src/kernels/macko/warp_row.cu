@@ -292,10 +292,6 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
-// PIECES = 0 splits the longest rows only, for uneven weights with too many rows to split all of
-// them: the first `long_blocks` blocks give each of their rows two warps (row_order puts the
-// longest rows there), the other blocks one warp per row. A block's rows are all split or none
-// are, so its barrier stays block-uniform.
 // Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 4 tokens run
 // 16-warp blocks, so one X^T copy (K * 4 * 2 bytes, at most 64 KB) serves twice the rows.
 template <int NB>
@@ -332,31 +328,18 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                      const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
                      int64_t m, uint32_t k, const T* __restrict__ x, int64_t ldx, int n,
-                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate,
-                     uint32_t long_blocks) {
+                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
-  static_assert(PIECES != 0 || NB == 1, "long-row pieces: one token");
   static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
-  constexpr bool kSplitLong = PIECES == 0;
   let_next_launch();
   constexpr int kWarps = RowKernelShape<NB>::kThreads / 32;
   constexpr int kRowsPerWarp = 32 / LANES;
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
-  // Warps per row in this block (block-uniform) and this warp's piece of its row.
-  const bool split_block = kSplitLong && blockIdx.x < long_blocks;
-  const int pieces = kSplitLong ? (split_block ? 2 : 1) : PIECES;
-  const int piece = kSplitLong ? (split_block ? warp & 1 : 0) : warp % (PIECES > 0 ? PIECES : 1);
+  const int piece = warp % PIECES;
   // The slot's row: in index order, or (order != null) the matrix's row_order, longest rows
   // first, whose 16-byte record also holds the row's extent. Past the last row: m.
-  int64_t slot;
-  if constexpr (kSplitLong) {
-    slot = split_block ? int64_t(blockIdx.x) * (kWarps / 2) + warp / 2
-                       : int64_t(long_blocks) * (kWarps / 2) +
-                             (int64_t(blockIdx.x) - long_blocks) * kWarps + warp;
-  } else {
-    slot = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
-  }
+  const int64_t slot = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
   int64_t row = m;
   uint32_t s = 0, e = 0;
   if (slot < m) {
@@ -374,9 +357,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // Entries wb0..s-1 (at most 7) each add one column before the row's first entry.
   uint32_t carry = wb0 - s;  // mod 2^32
   uint32_t st_begin = 0, st_end = steps;
-  if (pieces > 1) {  // block-uniform; compiled out when PIECES == 1
-    st_begin = steps * piece / pieces;
-    st_end = steps * (piece + 1) / pieces;
+  if constexpr (PIECES > 1) {
+    st_begin = steps * piece / PIECES;
+    st_end = steps * (piece + 1) / PIECES;
     // Column count before step st_begin: one per entry (the leading masked ones included, which
     // the initial carry cancels) plus the deltas of the row's entries. Lane l's word of step t
     // holds the deltas of entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
@@ -512,7 +495,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
 #pragma unroll
     for (int o = LANES / 2; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
   }
-  if (pieces > 1) {  // block-uniform, so the barrier is reached by every thread of the block
+  if constexpr (PIECES > 1) {
     __shared__ float piece_sum[kWarps][NB];
     if (lane == 0) {
 #pragma unroll
@@ -524,7 +507,8 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
-    for (int q = 1; q < pieces; ++q) sum += piece_sum[warp + q][lane];
+#pragma unroll
+    for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
     store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
   } else {
     // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
@@ -562,13 +546,6 @@ int env_knob(const char* name, int unset) {
 // SPARROW_MACKO_PIECES=1|2|4 overrides row_pieces (experiments; read once; 0 = the rule).
 int pieces_override() {
   static const int v = env_knob("SPARROW_MACKO_PIECES", 0);
-  return v;
-}
-
-// SPARROW_MACKO_LONG_PIECES=0: never split only the longest rows (experiments; read once;
-// unset: the rule in long_row_blocks).
-int long_pieces_override() {
-  static const int v = env_knob("SPARROW_MACKO_LONG_PIECES", -1);
   return v;
 }
 
@@ -615,18 +592,11 @@ struct RowCall {
 };
 
 template <class T, int LANES, int PIECES, bool XSMEM, int NB>
-cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, int64_t long_blocks,
-                              Stream stream) {
+cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   const int64_t m = mm.shape.rows;
   constexpr int kThreads = RowKernelShape<NB>::kThreads;
-  int64_t blocks = 0;
-  if constexpr (PIECES == 0) {  // long_blocks blocks of kWarps / 2 split rows, then whole rows
-    const int64_t rest = std::max<int64_t>(m - long_blocks * (kThreads / 64), 0);
-    blocks = long_blocks + (rest + kThreads / 32 - 1) / (kThreads / 32);
-  } else {
-    const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
-    blocks = (m + rows_per_block - 1) / rows_per_block;
-  }
+  const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
+  const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
   auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB>;
   const size_t smem = XSMEM ? size_t(mm.shape.cols) * NB * sizeof(T) : 0;
   if (smem > 48 * 1024) {
@@ -634,45 +604,40 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, int6
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  return launch_kernel(c.dependent, kernel, dim3(unsigned(blocks)), dim3(kThreads), smem, stream,
+  return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
                        mm.deltas.data(), m, uint32_t(mm.shape.cols), c.x, c.ldx,
-                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate,
-                       uint32_t(long_blocks));
+                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate);
 }
 
 // One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
 // (nb = 4): X^T in shared memory.
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T>& c,
-                                int64_t long_blocks, Stream stream) {
-  if constexpr (PIECES != 0) {
-    if (nb == kRowKernelMaxTokens) {
-      return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(mm, c, 0, stream);
-    }
+                                Stream stream) {
+  if (nb == kRowKernelMaxTokens) {
+    return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(mm, c, stream);
   }
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                          shared_x_override())) {
-    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, long_blocks, stream);
+    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream);
   }
-  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, long_blocks, stream);
+  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, stream);
 }
 
 // The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1 or 4).
 template <class T>
-Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int64_t long_blocks,
-                   int nb, const RowCall<T>& c, Stream stream) {
+Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb,
+                   const RowCall<T>& c, Stream stream) {
   cudaError_t e;
   if (which == OneTokenKernel::half_warp) {
-    e = launch_row_instance<T, 16, 1>(mm, nb, c, 0, stream);
+    e = launch_row_instance<T, 16, 1>(mm, nb, c, stream);
   } else if (pieces >= 4) {
-    e = launch_row_instance<T, 32, 4>(mm, nb, c, 0, stream);
+    e = launch_row_instance<T, 32, 4>(mm, nb, c, stream);
   } else if (pieces == 2) {
-    e = launch_row_instance<T, 32, 2>(mm, nb, c, 0, stream);
-  } else if (long_blocks > 0 && nb == 1) {
-    e = launch_row_instance<T, 32, 0>(mm, nb, c, long_blocks, stream);
+    e = launch_row_instance<T, 32, 2>(mm, nb, c, stream);
   } else {
-    e = launch_row_instance<T, 32, 1>(mm, nb, c, 0, stream);
+    e = launch_row_instance<T, 32, 1>(mm, nb, c, stream);
   }
   return cuda_status(e, "macko.warp_row launch");
 }
@@ -734,22 +699,13 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
     if (which != OneTokenKernel::persistent) {
-      // The longest-row rule was measured for one token. With 2..4 tokens (16-warp blocks, each
-      // copying X^T) pieces on uneven rows measured slower (session 9, 4096x4096 magnitude at
-      // N = 2 and 70 %: 12.8 us whole, 14.2 in 2 pieces), so there the average row decides.
-      const int64_t longest = nb == 1 ? mm.max_row_entries : 0;
       const int pieces = which == OneTokenKernel::warp
-                             ? row_pieces(mm.shape.rows, mm.entries(), longest, dev.sm_count,
-                                          pieces_override())
+                             ? row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                          dev.sm_count, pieces_override())
                              : 1;
-      const int64_t long_blocks =
-          which == OneTokenKernel::warp && pieces == 1 && nb == 1
-              ? long_row_blocks(mm.shape.rows, mm.entries(), mm.max_row_entries, mm.long_rows,
-                                long_pieces_override())
-              : 0;
       const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
                          p.opt.dependent_launch};
-      return launch_rows<T>(mm, which, pieces, long_blocks, nb, c, stream);
+      return launch_rows<T>(mm, which, pieces, nb, c, stream);
     }
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
@@ -818,14 +774,6 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
     pieces *= 2;
   }
   return pieces;
-}
-
-int64_t long_row_blocks(int64_t rows, int64_t entries, int64_t max_row_entries,
-                        int64_t long_rows, int requested) {
-  if (requested == 0 || rows <= 0 || long_rows <= 0) return 0;
-  if (rows_are_even(rows, entries, max_row_entries)) return 0;
-  constexpr int64_t kSplitRowsPerBlock = OneTokenConfig::kThreads / 64;  // two warps per row
-  return (std::min(long_rows, rows) + kSplitRowsPerBlock - 1) / kSplitRowsPerBlock;
 }
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }

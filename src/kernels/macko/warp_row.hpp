@@ -30,7 +30,7 @@ struct OneTokenConfig {
   // 11008x4096 at 50-70 %. Half warps and row pieces, which run where rows are short or few,
   // measured as fast or faster with 32 registers and 64 warps per SM (8 blocks).
   static constexpr int min_blocks_per_sm(int lanes, int pieces) {
-    return lanes == 32 && pieces <= 1 ? 6 : 8;  // pieces 0: only the longest rows split
+    return lanes == 32 && pieces == 1 ? 6 : 8;
   }
 };
 // Warp slots per SM of the half-warp and row-piece instances (what the launch rules count).
@@ -84,18 +84,10 @@ int row_kernel_tokens(int64_t n, int64_t cols, int requested);
 // (max_row_entries above kEvenRowsRatio x the average; 0 reads as even). Measured on the H100
 // (session 9, magnitude pattern, N = 1): 4096x11008 at 90 % 14.1 -> 11.0 µs with 2 pieces,
 // 4096x4096 at 70 % 9.4 -> 8.4; average rows there are below 2 x kMinEntriesPerPiece, the longest
-// 2.4-4.7x the average. The launch passes max_row_entries for one token only (2..4 tokens: 0,
-// see launch in warp_row.cu). `requested` 1, 2 or 4 overrides the rule (0: the rule).
+// 2.4-4.7x the average. `requested` 1, 2 or 4 overrides the rule (0: the rule).
 constexpr int64_t kMinEntriesPerPiece = 768;
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
                int requested);
-
-// Blocks of the one-token row kernel that give each of their rows two warps, for weights whose
-// rows were not split (row_pieces 1: too many rows to fit one wave split): the long_rows longest
-// rows (macko::Matrix::long_rows, more than twice the average; row_order puts them first), 4 per
-// block. 0 for even rows or no long rows. `requested` 0 turns it off (-1: the rule).
-int64_t long_row_blocks(int64_t rows, int64_t entries, int64_t max_row_entries,
-                        int64_t long_rows, int requested);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
