@@ -220,6 +220,12 @@ TEST(DecodeLaunch, MackoRowPieces) {
   EXPECT_FALSE(macko_warp_row::rows_are_even(4096, 4096 * 1101, 1540));
   // A long row cannot lift the one-wave limit: 11008 rows stay whole.
   EXPECT_EQ(row_pieces(11008, 11008 * 410, 2132, 132, 0), 1);
+  // 2..4 tokens: half the warp slots (16-warp blocks, two per SM). 4096 rows stay whole, 1024
+  // rows of 2048 entries still split in two.
+  const int64_t few = macko_warp_row::kFewTokensWarpsPerSm;
+  EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 0, few), 1);
+  EXPECT_EQ(row_pieces(4096, 4096 * 1101, 5149, 132, 0, few), 1);
+  EXPECT_EQ(row_pieces(1024, 1024 * 2048, 0, 132, 0, few), 2);
   // The experiment knob wins when it names a valid count.
   EXPECT_EQ(row_pieces(11008, 11008 * 5504, 0, 132, 4), 4);
   EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 1), 1);

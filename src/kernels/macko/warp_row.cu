@@ -701,7 +701,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
     if (which != OneTokenKernel::persistent) {
       const int pieces = which == OneTokenKernel::warp
                              ? row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
-                                          dev.sm_count, pieces_override())
+                                          dev.sm_count, pieces_override(),
+                                          nb == 1 ? kOneTokenWarpsPerSm : kFewTokensWarpsPerSm)
                              : 1;
       const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
                          p.opt.dependent_launch};
@@ -761,9 +762,9 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 }
 
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
-               int requested) {
+               int requested, int64_t warps_per_sm) {
   if (requested == 1 || requested == 2 || requested == 4) return requested;
-  const int64_t slots = int64_t(std::max(sm_count, 1)) * kOneTokenWarpsPerSm;
+  const int64_t slots = int64_t(std::max(sm_count, 1)) * warps_per_sm;
   const int64_t per_row = rows > 0 ? entries / rows : 0;
   // Uneven rows (as magnitude pruning leaves them): the longest rows end last and set the
   // kernel's time, so their length decides.

@@ -36,6 +36,9 @@ struct OneTokenConfig {
 // Warp slots per SM of the half-warp and row-piece instances (what the launch rules count).
 constexpr int64_t kOneTokenWarpsPerSm =
     OneTokenConfig::min_blocks_per_sm(16, 1) * OneTokenConfig::kThreads / 32;
+// Warp slots per SM of the 2..4-token row kernel (16-warp blocks): its instances use 44-50
+// registers per thread (ptxas, sm_90), so two blocks fit an SM.
+constexpr int64_t kFewTokensWarpsPerSm = 32;
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
 constexpr int64_t kHalfWarpBelowEntriesPerRow = 384;
@@ -84,10 +87,13 @@ int row_kernel_tokens(int64_t n, int64_t cols, int requested);
 // (max_row_entries above kEvenRowsRatio x the average; 0 reads as even). Measured on the H100
 // (session 9, magnitude pattern, N = 1): 4096x11008 at 90 % 14.1 -> 11.0 µs with 2 pieces,
 // 4096x4096 at 70 % 9.4 -> 8.4; average rows there are below 2 x kMinEntriesPerPiece, the longest
-// 2.4-4.7x the average. `requested` 1, 2 or 4 overrides the rule (0: the rule).
+// 2.4-4.7x the average. `warps_per_sm`: the instance's warp slots per SM (kOneTokenWarpsPerSm,
+// or kFewTokensWarpsPerSm for 2..4 tokens: with the one-token slots, 4096-row weights took 2
+// pieces there and measured slower, 4096x4096 N = 2 random at 50 % 17.6 vs 14.4 µs whole).
+// `requested` 1, 2 or 4 overrides the rule (0: the rule).
 constexpr int64_t kMinEntriesPerPiece = 768;
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
-               int requested);
+               int requested, int64_t warps_per_sm = kOneTokenWarpsPerSm);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
