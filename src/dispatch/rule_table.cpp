@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "dispatch/choose.hpp"
-#include "kernels/dense/gemv.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 
@@ -113,12 +112,6 @@ const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t work
   const Format f = format_of(w);
   if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, &w, workspace_bytes))
     return kernels::find_kernel(c->kernel);
-  // Dense weights (density 1: no cell speaks for them): dense.gemv where it measured faster.
-  if (f == Format::dense) {
-    const Shape& s = shape_of(w);
-    return kernels::find_kernel(kernels::dense_gemv::preferred(s.rows, s.cols, n) ? "dense.gemv"
-                                                                                 : "dense.cublas");
-  }
   return fallback_kernel(f, n, &w, workspace_bytes);
 }
 

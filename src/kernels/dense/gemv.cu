@@ -7,7 +7,6 @@
 #include "kernels/dense/gemv.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <variant>
 
 #include "core/cuda_check.hpp"
@@ -153,14 +152,6 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream st
 }
 
 }  // namespace
-
-bool preferred(int64_t /*m*/, int64_t k, int64_t n) {
-  static const int64_t max_k = [] {
-    const char* e = std::getenv("SPARROW_DENSE_GEMV_MAX_K");
-    return e ? int64_t(std::atoll(e)) : kMaxCols;
-  }();
-  return n >= 1 && n <= 8 && k <= max_k;
-}
 
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   LaunchPlan lp;

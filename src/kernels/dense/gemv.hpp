@@ -34,10 +34,4 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
 Status run(const Problem& p, Stream stream);
 
-// Whether matmul runs dense.gemv (else cuBLAS) for an M x K dense weight and N tokens: N <= 8
-// (registry) and K <= kMaxCols. SPARROW_DENSE_GEMV_MAX_K=<k> replaces kMaxCols (experiments;
-// read once).
-constexpr int64_t kMaxCols = int64_t(1) << 40;  // no limit yet
-bool preferred(int64_t m, int64_t k, int64_t n);
-
 }  // namespace sparrow::kernels::dense_gemv
