@@ -60,13 +60,13 @@ TEST(MackoWarpRow, RowPieces) {
   // 2..4 tokens count half the warp slots (kFewTokensWarpsPerSm): a shape that the rule splits
   // in two there.
   {
-    const int64_t few_slots = int64_t(dev.value().sm_count) * kernels::macko_warp_row::kFewTokensWarpsPerSm;
+    namespace wr = kernels::macko_warp_row;
+    const int64_t few_slots = int64_t(dev.value().sm_count) * wr::kFewTokensWarpsPerSm;
     const Weight w = test::encode_or_fail(
         Format::macko, patterns::random(DType::fp16, few_slots / 4, 4001, 0.3, 780));
     const auto& mm = std::get<macko::Matrix>(w);
-    ASSERT_EQ(kernels::macko_warp_row::row_pieces(
-                  mm.shape.rows, mm.entries(), mm.max_row_entries, dev.value().sm_count, 0,
-                  kernels::macko_warp_row::kFewTokensWarpsPerSm),
+    ASSERT_EQ(wr::row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                             dev.value().sm_count, 0, wr::kFewTokensWarpsPerSm),
               2);
     test::expect_all_n(k, w, {2, 3, 4}, "macko row pieces, 2..4 tokens", 781);
   }

@@ -771,7 +771,8 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
   const int64_t row_len = rows_are_even(rows, entries, max_row_entries) ? per_row : max_row_entries;
   int pieces = 1;
   // More pieces while the rows still fit one wave and a piece keeps >= kMinEntriesPerPiece.
-  while (pieces < 4 && rows * pieces * 2 <= slots && row_len / (pieces * 2) >= kMinEntriesPerPiece) {
+  while (pieces < 4 && rows * pieces * 2 <= slots &&
+         row_len / (pieces * 2) >= kMinEntriesPerPiece) {
     pieces *= 2;
   }
   return pieces;
