@@ -40,8 +40,9 @@ cp "$ROOT"/scripts/gpu-test.sh "$ROOT"/scripts/bench_summary.py "$DEST/scripts/"
 [ -d "$ROOT/scripts/gpu-test.d" ] && cp -r "$ROOT/scripts/gpu-test.d" "$DEST/scripts/"
 size_kib=$(du -sk "$DEST" | cut -f1)
 # The device tool's limit counts the working tree (tracked files here) and the carry together.
-tree_kib=$(cd "$ROOT" && git ls-files -z | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
-tree_kib=${tree_kib:-0}
+tree_kib=$( (cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 -r du -ck 2>/dev/null |
+  tail -1 | cut -f1) || true)
+tree_kib=${tree_kib:-0}  # 0 outside a git checkout
 echo "carry.sh: staged $DEST ($((size_kib / 1024)) MiB; with the tree's $((tree_kib / 1024)) MiB," \
   "$(((size_kib + tree_kib) / 1024)) of the 64 MiB limit):"
 ls -la "$DEST/bin" "$DEST/scripts" $([ -d "$DEST/lib" ] && echo "$DEST/lib")
