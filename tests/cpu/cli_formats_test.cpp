@@ -20,14 +20,10 @@ TEST(CliFormats, TableHasEveryFormatAndSucceeds) {
 }
 
 TEST(CliFormats, JsonHasTheDocumentedKeys) {
-  const std::string cmd =
-      std::string(SPARROW_CLI_PATH) + " formats -M 64 -K 96 -s 0.7 --pattern nm:2:4 --json";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
-  ASSERT_EQ(pclose(p), 0) << out;
+  int code = -1;
+  const std::string out = run_cli("formats -M 64 -K 96 -s 0.7 --pattern nm:2:4 --json", code,
+                                  sparrow::test::Stderr::drop);
+  ASSERT_EQ(code, 0) << out;
   auto j = nlohmann::json::parse(out);
   ASSERT_TRUE(j.is_array());
   bool saw_nm = false;

@@ -27,16 +27,21 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-// Runs `sparrow ARGS` with stderr merged into stdout; returns the output and sets `code` to the
-// exit status (-1 when it did not exit normally).
-inline std::string run_cli(const std::string& args, int& code) {
-  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args + " 2>&1";
+// What run_cli does with the command's stderr: merged into the output, or dropped (tests that
+// compare stdout byte for byte, or parse it as JSON).
+enum class Stderr { merge, drop };
+
+// Runs `sparrow ARGS`; returns its stdout (with stderr, by default) and sets `code` to the exit
+// status (-1 when it did not exit normally).
+inline std::string run_cli(const std::string& args, int& code, Stderr err = Stderr::merge) {
+  const std::string cmd = std::string(SPARROW_CLI_PATH) + " " + args +
+                          (err == Stderr::merge ? " 2>&1" : " 2>/dev/null");
   std::string out;
   code = -1;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
   std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
   const int st = pclose(p);
   code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
