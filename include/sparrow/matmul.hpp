@@ -24,6 +24,13 @@ struct MatmulOptions {
   // engine's decode step). Set it only when no kernel right before the call writes the weight.
   // Kernels without a dependent-launch path ignore it; SPARROW_PDL=0 turns it off everywhere.
   bool dependent_launch = false;
+  // RMSNorm of X inside the matmul: Y = diag(1 / rms(X)) * X * W^T with rms(x) =
+  // sqrt(mean(x^2) + rms_eps) over each row's K elements, i.e. the matmul of RMSNorm(X) when the
+  // norm's gain is already folded into W's columns (scale_columns). It saves a decode step the
+  // separate norm kernel. Only some kernels take it (matmul_takes_input_rms); matmul refuses it
+  // with unsupported where the kernel it would run does not.
+  bool input_rms = false;
+  float rms_eps = 0.0f;  // >= 0
 };
 
 // W on the device (to_device), X (N x K) and Y (N x M) device views of W's dtype. Asynchronous on
@@ -33,5 +40,10 @@ struct MatmulOptions {
 // other work on other streams until the call has finished on `stream`.
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt = {});
+
+// Whether the kernel matmul would run for this weight at N = n with these options takes
+// MatmulOptions::input_rms (host-side, no GPU needed): dense.gemv, and macko.warp_row where it
+// runs its row kernels (N = 1, and 2..4 on K <= 8192).
+bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt = {});
 
 }  // namespace sparrow

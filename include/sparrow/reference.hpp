@@ -13,6 +13,10 @@ struct Options {
   const void* bias = nullptr;  // (M) elements of bias_dtype, or null
   DType bias_dtype = DType::fp32;
   bool accumulate = false;     // Y += X * W^T instead of Y = X * W^T
+  // MatmulOptions::input_rms: row n of X * W^T is divided by sqrt(mean(x_n^2) + rms_eps) (before
+  // bias and accumulate).
+  bool input_rms = false;
+  double rms_eps = 0.0;
 };
 
 // X: N x K, Y: N x M (host views). Y's dtype may differ from X's; results are rounded once.

@@ -1,8 +1,10 @@
 // sparrow::matmul: picks the kernel for the weight's format and N from the rule table
 // (rule_table.cpp) and runs it. The choice costs a scan of a small table and no allocation on the
 // common path.
-#include "kernels/kernel.hpp"
+#include <string>
+
 #include "dispatch/choose.hpp"
+#include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 
 namespace sparrow {
@@ -14,7 +16,16 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
     return unsupported(std::string("no GPU kernel for the ") + format_name(format_of(w)) +
                        " format in this build");
   }
+  if (opt.input_rms && !kernels::takes_input_rms(*k, w, x.rows)) {
+    return unsupported(std::string("input_rms: ") + k->name + ", the kernel for this weight at N = " +
+                       std::to_string(x.rows) + ", does not take it (ask matmul_takes_input_rms)");
+  }
   return k->run(kernels::Problem{w, x, y, opt}, stream);
+}
+
+bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt) {
+  const kernels::KernelInfo* k = choose_kernel(w, n, opt.workspace ? opt.workspace_bytes : 0);
+  return k != nullptr && kernels::takes_input_rms(*k, w, n);
 }
 
 }  // namespace sparrow

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -8,7 +9,7 @@ namespace sparrow::kernels {
 
 static bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
-Status check_problem(const Problem& p, Format expected) {
+Status check_problem(const Problem& p, Format expected, bool takes_input_rms) {
   if (format_of(p.w) != expected) {
     return invalid_argument(std::string("kernel for ") + format_name(expected) + " got a " +
                             format_name(format_of(p.w)) + " weight");
@@ -39,7 +40,19 @@ Status check_problem(const Problem& p, Format expected) {
     return invalid_argument("X, Y and bias must be aligned to their element size (" +
                             std::to_string(es) + " bytes)");
   }
+  if (p.opt.input_rms) {
+    if (!takes_input_rms) {
+      return unsupported("this kernel does not take input_rms (see matmul_takes_input_rms)");
+    }
+    if (!(p.opt.rms_eps >= 0.0f) || !std::isfinite(p.opt.rms_eps)) {
+      return invalid_argument("rms_eps must be finite and >= 0");
+    }
+  }
   return Status::success();
+}
+
+bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n) {
+  return k.input_rms != nullptr && k.input_rms(w, n);
 }
 
 WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w) {

@@ -36,6 +36,24 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t u)
   return __bfloat1622float2(h);
 }
 
+// Sum of the squares of eight packed 16-bit elements, in fp32 (MatmulOptions::input_rms).
+template <class T> __device__ __forceinline__ float sum_sq8(uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = unpack2<T>(w[i]);
+    s = fmaf(p.x, p.x, s);
+    s = fmaf(p.y, p.y, s);
+  }
+  return s;
+}
+
+// The input_rms scale of one token: 1 / sqrt(mean(x^2) + eps) from its sum of squares over K.
+__device__ __forceinline__ float rms_scale(float sum_sq, int64_t k, float eps) {
+  return rsqrtf(sum_sq / float(k) + eps);
+}
+
 // The raw 16 bits of a 16-bit element, and back.
 template <class T> __device__ __forceinline__ uint16_t bits_of(T v) {
   return *reinterpret_cast<uint16_t*>(&v);
@@ -111,11 +129,15 @@ __device__ __forceinline__ void store_output(T* y, float acc, const T* bias, int
 // The end of the tensor-core kernels (dense.gemv, tca_bme.decode): a block's warps each hold
 // fp32 mma accumulators for the same 16*MT rows x 8*NT tokens over different K ranges; sum them
 // through shared memory `partial` (warps, MT*NT*4, 32) and write Y[token][row0 + r].
+// input_rms: `sum_sq` (warps, 16) holds each warp's sum of x^2 per token over its K range (null:
+// no norm); the token's total over the warps, over K, scales its outputs.
 template <class T, int MT, int NT>
 __device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT * 4][32],
                                                       const float (&acc)[MT][NT][4], int64_t row0,
                                                       int64_t m, int n, T* y, int64_t ldy,
-                                                      const T* bias, bool accumulate) {
+                                                      const T* bias, bool accumulate,
+                                                      const float (*sum_sq)[16] = nullptr,
+                                                      int64_t k = 0, float rms_eps = 0.f) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -131,6 +153,11 @@ __device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT *
     const int c = r % 4, j = (r / 4) % NT, i = r / (4 * NT);
     const int64_t row = row0 + 16 * i + (l >> 2) + (c >= 2 ? 8 : 0);
     const int token = 8 * j + 2 * (l & 3) + (c & 1);
+    if (sum_sq && token < n) {
+      float ss = 0.f;
+      for (int v = 0; v < warps; ++v) ss += sum_sq[v][token];
+      sum *= rms_scale(ss, k, rms_eps);
+    }
     if (row < m && token < n) store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
   }
 }

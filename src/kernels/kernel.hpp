@@ -26,6 +26,8 @@ struct WorkspaceNeed {
   size_t full = 0, min = 0;
 };
 using WorkspaceFn = WorkspaceNeed (*)(const Weight&);
+// Whether the kernel honours MatmulOptions::input_rms for this weight at N tokens.
+using InputRmsFn = bool (*)(const Weight&, int64_t n);
 
 struct KernelInfo {
   const char* name;  // unique, "<format>.<kernel>": "dense.gemv", "dense.cublas", "macko.warp_row"
@@ -33,7 +35,11 @@ struct KernelInfo {
   int64_t best_min_n, best_max_n;  // the N range it is built for (it is correct for any N >= 1)
   RunFn run;
   WorkspaceFn workspace = nullptr;  // null: needs none
+  InputRmsFn input_rms = nullptr;   // null: never takes MatmulOptions::input_rms
 };
+
+// Whether kernel k takes MatmulOptions::input_rms for w at N = n.
+bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n);
 
 // What the kernel needs for this weight ({0, 0} for kernels without a workspace).
 WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w);
@@ -42,7 +48,9 @@ WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w);
 const std::vector<KernelInfo>& all_kernels();
 const KernelInfo* find_kernel(const char* name);
 
-// The argument checks every kernel runs first (see matmul.hpp for the rules).
-Status check_problem(const Problem& p, Format expected);
+// The argument checks every kernel runs first (see matmul.hpp for the rules). A kernel passes
+// `takes_input_rms` true when it honours MatmulOptions::input_rms for this problem; the others
+// refuse it here instead of silently computing the matmul without the norm.
+Status check_problem(const Problem& p, Format expected, bool takes_input_rms = false);
 
 }  // namespace sparrow::kernels

@@ -16,9 +16,10 @@ const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
       // dense.gemv is built for N <= 8: at 9..16 (two M tiles per warp) it measured 0.87-1.0x
       // cuBLAS on the Llama shapes (session 6), so matmul sends those N to cuBLAS.
-      {"dense.gemv", Format::dense, 1, 8, dense_gemv::run},
+      {"dense.gemv", Format::dense, 1, 8, dense_gemv::run, nullptr, dense_gemv::takes_input_rms},
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
-      {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run},
+      {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run, nullptr,
+       macko_warp_row::takes_input_rms},
       {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
       {"tca_bme.mma", Format::tca_bme, 8, 512, run_tca_bme_mma},
       {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},

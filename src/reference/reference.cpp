@@ -32,6 +32,15 @@ Result<std::vector<double>> matmul_f64(const Weight& w, const ConstMatrixView& x
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) xd[size_t(n * K + k)] = x.at(n, k);
 
+  std::vector<double> scale(size_t(N), 1.0);  // input_rms: 1 / rms of each X row
+  if (opt.input_rms) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ss = 0.0;
+      for (int64_t k = 0; k < K; ++k) ss += xd[size_t(n * K + k)] * xd[size_t(n * K + k)];
+      scale[size_t(n)] = 1.0 / std::sqrt(ss / double(K) + opt.rms_eps);
+    }
+  }
+
   std::vector<double> y(size_t(N * M), 0.0);
   RowEntries row;
   for (int64_t r = 0; r < M; ++r) {
@@ -41,6 +50,7 @@ Result<std::vector<double>> matmul_f64(const Weight& w, const ConstMatrixView& x
       const double* xn = &xd[size_t(n * K)];
       double acc = 0.0;
       for (size_t j = 0; j < row.cols.size(); ++j) acc += row.values[j] * xn[row.cols[j]];
+      acc *= scale[size_t(n)];
       if (opt.bias) acc += load_as_float(opt.bias, opt.bias_dtype, size_t(r));
       if (opt.accumulate) acc += y_in->at(n, r);
       y[size_t(n * M + r)] = acc;

@@ -6,6 +6,7 @@
 #include "dispatch/choose.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
+#include "sparrow/matmul.hpp"
 #include "sparrow/patterns.hpp"
 
 using namespace sparrow;
@@ -98,4 +99,30 @@ TEST(Dispatch, WorkspaceKernelsOnlyWithEnoughWorkspace) {
     // Beyond every measured N the kernel built for it (expand_cublas up to 2^20) is the fallback.
     EXPECT_TRUE(picked_expand) << format_name(f);
   }
+}
+
+// matmul_takes_input_rms answers for the kernel matmul would run (no GPU needed): dense.gemv
+// everywhere it is chosen, macko.warp_row at N = 1..4 on K <= 8192, nothing else.
+TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
+  const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 4);
+  for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl}) {
+    auto w = encode(f, h.view());
+    ASSERT_TRUE(w.ok());
+    for (int64_t n : {1, 2, 4, 5, 8, 16, 64, 512}) {
+      const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0);
+      ASSERT_NE(k, nullptr);
+      const std::string name = k->name;
+      const bool expected = name == "dense.gemv" || (name == "macko.warp_row" && n <= 4);
+      EXPECT_EQ(matmul_takes_input_rms(w.value(), n), expected)
+          << format_name(f) << " N=" << n << " (" << name << ")";
+    }
+  }
+  // dense.gemv is the dense pick at N = 1 in every table so far; macko at N = 1 is the row kernel.
+  auto d = encode(Format::dense, h.view());
+  auto m = encode(Format::macko, h.view());
+  ASSERT_TRUE(d.ok() && m.ok());
+  EXPECT_TRUE(matmul_takes_input_rms(d.value(), 1));
+  EXPECT_TRUE(matmul_takes_input_rms(m.value(), 1));
+  // The persistent macko kernel (N > 4) does not take it.
+  EXPECT_FALSE(matmul_takes_input_rms(m.value(), 8));
 }

@@ -132,3 +132,60 @@ TEST(EffectiveDensity, MatchesDesignExpectations) {
   ASSERT_TRUE(e.ok());
   EXPECT_NEAR(d_eff(e.value()), 0.5 * (1 + 2.0 / 16), 1e-3);
 }
+
+// scale_columns (an RMSNorm gain folded into W): every stored element becomes round(w * g[col]),
+// the pattern (macko's row_ptr and deltas, padding entries included) stays the same, and a
+// refusal leaves W unchanged.
+TEST(ScaleColumns, MultipliesEachColumnAndKeepsThePattern) {
+  for (DType t : {DType::fp16, DType::bf16}) {
+    for (double s : {0.0, 0.5, 0.995}) {  // 0.995: gaps > 15 columns, so padding entries
+      const HostMatrix h = patterns::random(t, 37, 150, s, 11);
+      std::vector<float> gain(150);
+      for (size_t c = 0; c < gain.size(); ++c) gain[c] = 0.1f + 0.02f * float((c * 37) % 150);
+      for (Format f : {Format::dense, Format::macko}) {
+        auto w = encode(f, h.view());
+        ASSERT_TRUE(w.ok());
+        Weight scaled = w.value();
+        ASSERT_TRUE(scale_columns(scaled, gain).ok()) << format_name(f);
+        auto before = decode(w.value()), after = decode(scaled);
+        ASSERT_TRUE(before.ok() && after.ok());
+        int64_t mismatches = 0;
+        for (int64_t r = 0; r < h.rows(); ++r)
+          for (int64_t c = 0; c < h.cols(); ++c)
+            mismatches += after->at(r, c) !=
+                          round_to_dtype(before->at(r, c) * gain[size_t(c)], t);
+        EXPECT_EQ(mismatches, 0) << format_name(f) << " " << dtype_name(t) << " s=" << s;
+        if (f == Format::macko) {
+          const auto& a = std::get<macko::Matrix>(w.value());
+          const auto& b = std::get<macko::Matrix>(scaled);
+          EXPECT_EQ(a.row_ptr.host(), b.row_ptr.host());
+          EXPECT_EQ(a.deltas.host(), b.deltas.host());
+          EXPECT_EQ(a.entries(), b.entries());
+        }
+        EXPECT_TRUE(validate(scaled).ok());
+      }
+    }
+  }
+}
+
+TEST(ScaleColumns, RefusesWhatItCannotDoAndLeavesWUnchanged) {
+  const HostMatrix h = patterns::random(DType::fp16, 8, 20, 0.5, 12);
+  auto w = encode(Format::dense, h.view());
+  ASSERT_TRUE(w.ok());
+  Weight copy = w.value();
+  // A gain that overflows fp16 for some stored element.
+  std::vector<float> huge(20, 1e9f);
+  Status st = scale_columns(copy, huge);
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find("unchanged"), std::string::npos) << st.to_string();
+  EXPECT_EQ(std::get<dense::Matrix>(copy).values.host(),
+            std::get<dense::Matrix>(w.value()).values.host());
+  EXPECT_EQ(scale_columns(copy, std::vector<float>(19, 1.f)).code(), Code::invalid_argument);
+  std::vector<float> nan_gain(20, 1.f);
+  nan_gain[3] = std::nanf("");
+  EXPECT_EQ(scale_columns(copy, nan_gain).code(), Code::invalid_argument);
+  auto c = encode(Format::csr, h.view());
+  ASSERT_TRUE(c.ok());
+  Weight cw = c.value();
+  EXPECT_EQ(scale_columns(cw, std::vector<float>(20, 1.f)).code(), Code::unsupported);
+}

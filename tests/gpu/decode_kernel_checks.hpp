@@ -257,6 +257,63 @@ inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   EXPECT_TRUE(all_nan) << name << " wrote Y although every call was rejected";
 }
 
+// MatmulOptions::input_rms (the RMSNorm folded into the matmul): where the kernel takes it
+// (kernels::takes_input_rms), every N and shape against the reference with the norm, plain, with
+// bias and accumulating; where it does not, the call returns unsupported and Y stays poisoned.
+// Shapes cover each of macko's row-kernel instances: half-warp rows (130 x 70, 520 x 2048 at
+// 90 %), a warp per row (7000 x 1024), row pieces (300 x 4095 at 50 %: few long rows), X through
+// L1 (64 x 9000 at 50 %: K too long for the shared copy at that density) and through shared
+// memory.
+inline void check_input_rms(const char* name, Format f, DType t) {
+  const auto& k = kernel_named(name);
+  if (!k.run) return;
+  struct Case {
+    int64_t m, k;
+    double s;
+  };
+  const Case cases[] = {{1, 1, 0.0},     {7, 13, 0.5},     {130, 70, 0.5},  {130, 70, 0.999},
+                        {300, 4095, 0.5}, {64, 9000, 0.5}, {520, 2048, 0.9}, {7000, 1024, 0.5}};
+  uint64_t seed = 7000;
+  int taken = 0;
+  for (const Case& c : cases) {
+    const Weight w = encode_or_fail(f, make_weight(t, "random", c.m, c.k, c.s, seed));
+    const std::string what = std::string(name) + " input_rms " + dtype_name(t) + " " +
+                             std::to_string(c.m) + "x" + std::to_string(c.k) +
+                             " s=" + std::to_string(c.s);
+    for (int n : {1, 2, 3, 4, 5, 8, 9, 16, 17, 33}) {
+      if (kernels::takes_input_rms(k, w, n)) {
+        ++taken;
+        EXPECT_TRUE(kernel_ok(check_kernel(k, w, n, seed + n, false, false, true, true), t))
+            << what << " N=" << n;
+        EXPECT_TRUE(kernel_ok(check_kernel(k, w, n, seed + 50 + n, true, true, true, true), t))
+            << what << " bias+accumulate N=" << n;
+        continue;
+      }
+      auto dw = to_device(w);
+      ASSERT_TRUE(dw.ok());
+      DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, n, c.k, seed));
+      DeviceMatrix y = DeviceMatrix::alloc(t, n, c.m);
+      y.poison();
+      MatmulOptions opt;
+      opt.input_rms = true;
+      give_workspace(k, w, opt);
+      const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
+      EXPECT_EQ(st.code(), Code::unsupported) << what << " N=" << n << ": " << st.to_string();
+      CUDA_OK(cudaDeviceSynchronize());
+      const HostMatrix after = y.download();
+      EXPECT_TRUE(std::isnan(after.at(0, 0))) << what << " N=" << n << " wrote Y";
+    }
+    seed += 100;
+  }
+  // dense.gemv takes it everywhere, macko.warp_row at N = 1..4; no other decode kernel.
+  const std::string kn = name;
+  if (kn == "dense.gemv" || kn == "macko.warp_row") {
+    EXPECT_GT(taken, 0) << name << " never took input_rms";
+  } else {
+    EXPECT_EQ(taken, 0) << name << " claims input_rms";
+  }
+}
+
 // The standard set of tests for one decode kernel.
 #define SPARROW_DECODE_KERNEL_TESTS(Suite, kname, fmt)                                       \
   TEST(Suite, SmallShapesFp16) { test::check_small_sweep(kname, fmt, DType::fp16); }        \
@@ -281,6 +338,10 @@ inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   }                                                                                          \
   TEST(Suite, RejectsBadArguments) {                                                         \
     test::check_rejects_bad_arguments(kname, fmt, DType::fp16);                              \
+  }                                                                                          \
+  TEST(Suite, InputRms) {                                                                    \
+    test::check_input_rms(kname, fmt, DType::fp16);                                          \
+    test::check_input_rms(kname, fmt, DType::bf16);                                          \
   }
 
 }  // namespace sparrow::test

@@ -90,9 +90,12 @@ struct KernelCheck {
 // first, optional bias/accumulate, and compares with the CPU reference in double.
 // `minimal_workspace`: the kernel's smallest workspace (expand_cublas in 64-row bands), else the
 // one-pass size.
+// The eps of the input_rms checks (Llama's RMSNorm uses 1e-5 or 1e-6).
+constexpr float kRmsEps = 1e-5f;
+
 inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host_w, int64_t n,
                                 uint64_t seed, bool with_bias = false, bool accumulate = false,
-                                bool minimal_workspace = true) {
+                                bool minimal_workspace = true, bool input_rms = false) {
   KernelCheck out;
   const Shape& s = shape_of(host_w);
   HostMatrix x = patterns::dense_random(s.dtype, n, s.cols, seed);
@@ -110,6 +113,8 @@ inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host
   MatmulOptions opt;
   opt.bias = with_bias ? db.view.data : nullptr;
   opt.accumulate = accumulate;
+  opt.input_rms = input_rms;
+  opt.rms_eps = kRmsEps;
   give_workspace(k, host_w, opt, minimal_workspace);
   Status st = k.run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, nullptr);
   if (!st.ok()) {
@@ -125,6 +130,8 @@ inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host
   ro.bias = with_bias ? bias.data() : nullptr;
   ro.bias_dtype = s.dtype;
   ro.accumulate = accumulate;
+  ro.input_rms = input_rms;
+  ro.rms_eps = kRmsEps;
   const ConstMatrixView y0v = y0.view();
   auto ref = reference::matmul_f64(host_w, x.view(), ro, &y0v);
   if (!ref.ok()) {

@@ -39,14 +39,18 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 // NT: 8-token mma N tiles per pass (1 for n <= 8, 2 for n <= 16). MT: 16-row M tiles per warp;
 // each X chunk feeds MT*2 mmas, so MT = 2 halves the X traffic per weight byte, which at 16
 // tokens equals the weight traffic (measured: 16 tokens with MT = 1 ran at 62 % of the floor).
-template <class T, int MT, int NT>
+// RMS (MatmulOptions::input_rms): the block's warps together read every X chunk of each token
+// exactly once (the K steps are split, not repeated), so the lanes also sum the squares of the
+// chunks they load; the block's total is the token's sum over K, with no extra pass over X.
+template <class T, int MT, int NT, bool RMS>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
-                const T* __restrict__ bias, bool accumulate, bool x_vec) {
+                const T* __restrict__ bias, bool accumulate, bool x_vec, float rms_eps) {
   let_next_launch();
   constexpr int U = Config::kStepsInFlight / MT;  // the same weight bytes in flight per lane
   __shared__ float partial[Config::kMaxWarps][MT * NT * 4][32];  // (warp, acc register, lane)
+  __shared__ float sum_sq[RMS ? Config::kMaxWarps : 1][16];       // (warp, token), RMS only
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t row_base = int64_t(blockIdx.x) * Config::kRowsPerTile * MT;
@@ -65,6 +69,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   // on the large shapes: more rows open at once for the same bytes.)
   const int64_t first = int64_t(warp) * U;
   const int64_t stride = int64_t(warps) * U;
+  float ss[NT] = {};  // RMS: this lane's sum of x^2 for tokens g (and g + 8)
   uint4 a[U][MT][2];  // (step, M tile, rows g and g+8)
   auto load_w = [&](int64_t s0) {
 #pragma unroll
@@ -97,6 +102,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       for (int j = 0; j < NT; ++j) {
         const int token = g + 8 * j;
         b[u][j] = (in_k && token < n) ? load_x8(x + int64_t(token) * ldx, chunk * 8, k, x_vec) : zero;
+        if constexpr (RMS) ss[j] += sum_sq8<T>(b[u][j]);
       }
     }
 #pragma unroll
@@ -114,7 +120,30 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       }
   }
 
-  reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate);
+  if constexpr (RMS) {
+    // Lanes 4g..4g+3 hold token g's chunks (and g + 8's): add them, one lane per token writes.
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 1);
+      ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 2);
+      if (t == 0) sum_sq[warp][g + 8 * j] = ss[j];
+    }
+    // reduce_tile_and_store's barrier orders these writes before the reads.
+    reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate,
+                                     sum_sq, k, rms_eps);
+  } else {
+    reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate);
+  }
+}
+
+template <class T, int MT, int NT>
+cudaError_t launch_instance(bool rms, bool dependent, dim3 grid, dim3 block, Stream stream,
+                            const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n,
+                            T* y, int64_t ldy, const T* bias, bool accumulate, bool x_vec,
+                            float rms_eps) {
+  auto kernel = rms ? gemv_kernel<T, MT, NT, true> : gemv_kernel<T, MT, NT, false>;
+  return launch_kernel(dependent, kernel, grid, block, 0, stream, w, dm.ld, dm.shape.rows,
+                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
 }
 
 template <class T>
@@ -136,16 +165,14 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream st
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
-    cudaError_t err;
-    if (mt == 1) {
-      err = launch_kernel(dependent, gemv_kernel<T, 1, 1>, grid, block, 0, stream, w, dm.ld,
-                          dm.shape.rows, dm.shape.cols, xp, p.x.ld, nt, yp, p.y.ld, bias,
-                          p.opt.accumulate, x_vec);
-    } else {
-      err = launch_kernel(dependent, gemv_kernel<T, 2, 2>, grid, block, 0, stream, w, dm.ld,
-                          dm.shape.rows, dm.shape.cols, xp, p.x.ld, nt, yp, p.y.ld, bias,
-                          p.opt.accumulate, x_vec);
-    }
+    const bool rms = p.opt.input_rms;
+    const cudaError_t err =
+        mt == 1 ? launch_instance<T, 1, 1>(rms, dependent, grid, block, stream, dm, w, xp, p.x.ld,
+                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps)
+                : launch_instance<T, 2, 2>(rms, dependent, grid, block, stream, dm, w, xp, p.x.ld,
+                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
   return Status::success();
@@ -165,8 +192,10 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   return lp;
 }
 
+bool takes_input_rms(const Weight&, int64_t) { return true; }
+
 Status run(const Problem& p, Stream stream) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense));
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true));
   const auto& dm = std::get<dense::Matrix>(p.w);
   if (dm.shape.dtype == DType::fp32) {
     return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");

@@ -33,5 +33,8 @@ struct LaunchPlan {
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
 Status run(const Problem& p, Stream stream);
+// dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
+// products and sums the squares of what it reads on the way.
+bool takes_input_rms(const Weight& w, int64_t n);
 
 }  // namespace sparrow::kernels::dense_gemv

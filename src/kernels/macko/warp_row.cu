@@ -328,7 +328,8 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                      const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
                      int64_t m, uint32_t k, const T* __restrict__ x, int64_t ldx, int n,
-                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate) {
+                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate,
+                     bool input_rms, float rms_eps) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
   let_next_launch();
@@ -397,14 +398,30 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // instruction; shared memory serves them with fewer (one_token_shared_x says when it pays).
   extern __shared__ __align__(16) unsigned char x_smem_raw[];
   T* xs = reinterpret_cast<T*>(x_smem_raw);  // XSMEM, one token: (K) X
-  if constexpr (XSMEM && NB == 1) {
-    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    const uint32_t vecs = vec ? k / 8 : 0;
-    for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x)
-      reinterpret_cast<uint4*>(xs)[i] = __ldg(reinterpret_cast<const uint4*>(x) + i);
-    for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
-    __syncthreads();
-  } else if constexpr (NB > 1) {
+  // input_rms: the block's threads together read every element of X once (the copy into shared
+  // memory, or a pass of its own when X is gathered through L1) and sum its squares per token;
+  // the warps' sums meet in rms_part behind the copy's barrier.
+  __shared__ float rms_part[kWarps][NB];  // (warp, token)
+  float ss[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) ss[j] = 0.f;
+  if constexpr (NB == 1) {
+    if (XSMEM || input_rms) {
+      const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+      const uint32_t vecs = vec ? k / 8 : 0;
+      for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+        const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
+        if constexpr (XSMEM) reinterpret_cast<uint4*>(xs)[i] = v8;
+        if (input_rms) ss[0] += sum_sq8<T>(v8);
+      }
+      for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
+        const T e1 = x[i];
+        if constexpr (XSMEM) xs[i] = e1;
+        const float f = to_float(e1);
+        ss[0] = fmaf(f, f, ss[0]);
+      }
+    }
+  } else {
     // X^T: column c's NB tokens side by side (NB * 2 bytes, one vector load per entry), zeros
     // for tokens past n. Reads are coalesced per token row.
     for (uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
@@ -414,11 +431,29 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
         const uint32_t lo = 2 * q < n ? bits_of(x[int64_t(2 * q) * ldx + c]) : 0u;
         const uint32_t hi = 2 * q + 1 < n ? bits_of(x[int64_t(2 * q + 1) * ldx + c]) : 0u;
         w[q] = lo | (hi << 16);
+        const float2 f = unpack2<T>(w[q]);
+        ss[2 * q] = fmaf(f.x, f.x, ss[2 * q]);
+        ss[2 * q + 1] = fmaf(f.y, f.y, ss[2 * q + 1]);
       }
       store_tokens<NB>(x_smem_raw + size_t(c) * NB * sizeof(T), w);
     }
-    __syncthreads();
   }
+  if (input_rms) {
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      ss[j] = warp_sum(ss[j]);
+      if (lane == 0) rms_part[warp][j] = ss[j];
+    }
+  }
+  if (XSMEM || input_rms) __syncthreads();
+  // The scale of token j's outputs: 1 without input_rms.
+  auto out_scale = [&](int j) {
+    if (!input_rms) return 1.f;
+    float total = 0.f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) total += rms_part[v][j];
+    return rms_scale(total, k, rms_eps);
+  };
   float acc[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) acc[j] = 0.f;
@@ -509,14 +544,14 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
 #pragma unroll
     for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
-    store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
+    store_output(y + int64_t(lane) * ldy + row, sum * out_scale(lane), bias, row, accumulate);
   } else {
     // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
     float mine = 0.f;
 #pragma unroll
     for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
     if (sl < min(NB, n) && row < m) {
-      store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
+      store_output(y + int64_t(sl) * ldy + row, mine * out_scale(sl), bias, row, accumulate);
     }
   }
 }
@@ -589,6 +624,8 @@ struct RowCall {
   const T* bias;
   bool accumulate;
   bool dependent;
+  bool input_rms;
+  float rms_eps;
 };
 
 template <class T, int LANES, int PIECES, bool XSMEM, int NB>
@@ -607,7 +644,8 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
                        mm.deltas.data(), m, uint32_t(mm.shape.cols), c.x, c.ldx,
-                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate);
+                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate, c.input_rms,
+                       c.rms_eps);
 }
 
 // One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
@@ -688,26 +726,32 @@ Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, 
   }
 }
 
+// N = 1, and N = 2..4 on K <= 8192 (row_kernel_tokens): the row kernels (unless an experiment
+// knob asks for the persistent one); else the persistent kernel. Only the row kernels take
+// input_rms.
+bool row_kernels_run(const macko::Matrix& mm, int64_t n) {
+  return row_kernel_tokens(n, mm.shape.cols, few_tokens_override()) > 0 &&
+         mm.shape.cols <= kOneTokenMaxCols && one_token_override() != OneTokenKernel::persistent;
+}
+
 template <class T>
 Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, Stream stream) {
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  // N = 1, and N = 2..4 on K <= 8192 (row_kernel_tokens): the row kernels; else the persistent one.
-  const int nb = row_kernel_tokens(p.n(), mm.shape.cols, few_tokens_override());
-  if (nb > 0 && mm.shape.cols <= kOneTokenMaxCols) {
+  if (row_kernels_run(mm, p.n())) {
+    const int nb = row_kernel_tokens(p.n(), mm.shape.cols, few_tokens_override());
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
-    if (which != OneTokenKernel::persistent) {
-      const int pieces = which == OneTokenKernel::warp
-                             ? row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
-                                          dev.sm_count, pieces_override(),
-                                          nb == 1 ? kOneTokenWarpsPerSm : kFewTokensWarpsPerSm)
-                             : 1;
-      const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
-                         p.opt.dependent_launch};
-      return launch_rows<T>(mm, which, pieces, nb, c, stream);
-    }
+    const int pieces = which == OneTokenKernel::warp
+                           ? row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                        dev.sm_count, pieces_override(),
+                                        nb == 1 ? kOneTokenWarpsPerSm : kFewTokensWarpsPerSm)
+                           : 1;
+    const RowCall<T> c{x,    p.x.ld, int(p.n()),       y,
+                       p.y.ld, bias, p.opt.accumulate, p.opt.dependent_launch,
+                       p.opt.input_rms, p.opt.rms_eps};
+    return launch_rows<T>(mm, which, pieces, nb, c, stream);
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
   for (int64_t t0 = 0; t0 < p.n(); t0 += tp.tokens) {
@@ -801,8 +845,13 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
   return lp;
 }
 
+bool takes_input_rms(const Weight& w, int64_t n) {
+  const auto* mm = std::get_if<macko::Matrix>(&w);
+  return mm != nullptr && row_kernels_run(*mm, n);
+}
+
 Status run(const Problem& p, Stream stream) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::macko));
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::macko, takes_input_rms(p.w, p.n())));
   const auto& mm = std::get<macko::Matrix>(p.w);
   if (mm.shape.dtype == DType::fp32) return invalid_argument("macko holds fp16/bf16 values only");
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());

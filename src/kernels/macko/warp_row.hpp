@@ -118,5 +118,8 @@ int64_t x_staged_columns(int64_t k);
 LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes);
 
 Status run(const Problem& p, Stream stream);
+// Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
+// (N = 1, and 2..4 on K <= kRowKernelMaxCols), not the persistent one.
+bool takes_input_rms(const Weight& w, int64_t n);
 
 }  // namespace sparrow::kernels::macko_warp_row
