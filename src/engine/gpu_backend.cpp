@@ -68,6 +68,10 @@ struct DeviceLayer {
   // each) and q, k, v, gate, up are empty.
   Weight q, k, v, o, gate, up, down, qkv, gate_up;
   DeviceArray attn_norm, mlp_norm;     // fp32
+  // The norm's gain is folded into qkv's / gate_up's columns (fold_norm_requested): those
+  // matmuls read the residual x and normalise it on the fly (MatmulOptions::input_rms) where
+  // their kernel takes it, else they read rms_norm(x) with a unit gain.
+  bool attn_folded = false, mlp_folded = false;
   DeviceArray q_bias, k_bias, v_bias;  // dtype, or empty; with fused projections q_bias holds all three
 };
 
@@ -88,6 +92,25 @@ bool fold_rope_requested() {
     return !(e && std::string(e) == "0");
   }();
   return v;
+}
+
+// Each RMSNorm's gain is folded into the columns of the stacked matmul that reads its output, so
+// decode steps skip the norm kernel (the matmul normalises), unless SPARROW_ENGINE_FOLD_NORM=0
+// (experiment knob for A/B runs; read once).
+bool fold_norm_requested() {
+  static const bool v = [] {
+    const char* e = std::getenv("SPARROW_ENGINE_FOLD_NORM");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
+}
+
+// W diag(gain) in place for a format whose kernels take input_rms (scale_columns); false, with W
+// unchanged, for other formats or when a product would not fit the dtype.
+bool fold_gain(Weight& w, const std::vector<float>& gain) {
+  const Format f = format_of(w);
+  if (!fold_norm_requested() || (f != Format::dense && f != Format::macko)) return false;
+  return scale_columns(w, gain).ok();
 }
 
 // Whether every layer's q/k/v and gate/up can be stacked: one format per group that
@@ -206,12 +229,14 @@ class GpuBackend final : public Backend {
       const Layer& l = m.layers[i];
       DeviceLayer& d = layers_[i];
       if (fused_) {
-        // Stacked on the host one layer at a time (the host copy is dropped after the upload).
-        for (auto [dst, parts] : {std::pair{&d.qkv, std::vector<const Weight*>{&l.q, &l.k, &l.v}},
-                                  std::pair{&d.gate_up, std::vector<const Weight*>{&l.gate, &l.up}}}) {
-          SPARROW_ASSIGN_OR_RETURN(Weight stacked, concat_rows(parts));
-          SPARROW_ASSIGN_OR_RETURN(*dst, to_device(stacked));
-        }
+        // Stacked on the host one layer at a time (the host copy is dropped after the upload),
+        // with the norm's gain folded in.
+        SPARROW_ASSIGN_OR_RETURN(Weight qkv, concat_rows({&l.q, &l.k, &l.v}));
+        d.attn_folded = fold_gain(qkv, l.attn_norm);
+        SPARROW_ASSIGN_OR_RETURN(d.qkv, to_device(qkv));
+        SPARROW_ASSIGN_OR_RETURN(Weight gate_up, concat_rows({&l.gate, &l.up}));
+        d.mlp_folded = fold_gain(gate_up, l.mlp_norm);
+        SPARROW_ASSIGN_OR_RETURN(d.gate_up, to_device(gate_up));
         std::vector<float> bias = l.q_bias;
         bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
         bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
@@ -231,7 +256,12 @@ class GpuBackend final : public Backend {
       SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
       SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
     }
-    SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(m.lm_head));
+    {
+      Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
+      final_folded_ = fold_gain(head, m.final_norm);
+      SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(head));
+    }
+    SPARROW_ASSIGN_OR_RETURN(ones_, upload_floats(std::vector<float>(size_t(c.hidden), 1.0f)));
     SPARROW_ASSIGN_OR_RETURN(embed_, DeviceArray::alloc(m.embed.bytes()));
     SPARROW_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(embed_.get(), m.embed.data(), m.embed.bytes(), cudaMemcpyHostToDevice));
@@ -363,6 +393,39 @@ class GpuBackend final : public Backend {
   MatrixView view(const DeviceArray& a, int64_t rows, int64_t cols) const {
     return {a.get(), dt_, rows, cols, cols};
   }
+  ConstMatrixView view_of(const void* p, int64_t rows, int64_t cols) const {
+    return {p, dt_, rows, cols, cols};
+  }
+
+  // What the matmuls after an RMSNorm read: the residual itself, normalised inside them
+  // (input_rms), or h_ = rms_norm(x).
+  struct NormedInput {
+    const void* data;
+    bool input_rms;
+    float eps;
+    MatmulOptions options(MatmulOptions o) const {
+      o.input_rms = input_rms;
+      o.rms_eps = eps;
+      return o;
+    }
+  };
+  // With the gain folded into the consumers' columns and every (non-empty) consumer's kernel
+  // taking input_rms at `rows` rows, the matmuls normalise x themselves and no norm kernel runs
+  // (a decode step's common case); otherwise rms_norm writes h_ first, with a unit gain when it
+  // is folded.
+  Result<NormedInput> normed(const void* x, const DeviceArray& gain, bool folded,
+                             std::initializer_list<const Weight*> consumers, int64_t rows,
+                             float eps) {
+    if (folded) {
+      bool all = true;
+      for (const Weight* w : consumers)
+        if (shape_of(*w).rows > 0) all = all && matmul_takes_input_rms(*w, rows, with_scratch());
+      if (all) return NormedInput{x, true, eps};
+    }
+    SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x, folded ? ones_.get<float>() : gain.get<float>(), eps,
+                                          h_.get(), rows, model_->config.hidden, dt_, stream_));
+    return NormedInput{h_.get(), false, eps};
+  }
 
   // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
   // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
@@ -380,10 +443,12 @@ class GpuBackend final : public Backend {
         gpu::embed(tokens_.get<int32_t>(), embed_.get(), x_.get(), R, cfg.hidden, dt_, stream_));
     for (size_t li = 0; li < layers_.size(); ++li) {
       const DeviceLayer& L = layers_[li];
-      SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.attn_norm.get<float>(), eps, h_.get(), R,
-                                            cfg.hidden, dt_, stream_));
-      const ConstMatrixView h = view(h_, R, cfg.hidden);
-      MatmulOptions qo = with_scratch(), ko = with_scratch(), vo = with_scratch();
+      SPARROW_ASSIGN_OR_RETURN(
+          const NormedInput attn_in,
+          normed(x_.get(), L.attn_norm, L.attn_folded, {&L.qkv, &L.q, &L.k, &L.v}, R, eps));
+      const ConstMatrixView h = view_of(attn_in.data, R, cfg.hidden);
+      MatmulOptions qo = attn_in.options(with_scratch()), ko = attn_in.options(with_scratch()),
+                    vo = attn_in.options(with_scratch());
       qo.bias = L.q_bias.get();
       ko.bias = L.k_bias.get();
       vo.bias = L.v_bias.get();
@@ -419,20 +484,22 @@ class GpuBackend final : public Backend {
       residual.accumulate = true;  // x += attn * Wo^T
       SPARROW_RETURN_IF_ERROR(
           matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
-      SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x_.get(), L.mlp_norm.get<float>(), eps, h_.get(), R,
-                                            cfg.hidden, dt_, stream_));
+      SPARROW_ASSIGN_OR_RETURN(
+          const NormedInput mlp_in,
+          normed(x_.get(), L.mlp_norm, L.mlp_folded, {&L.gate_up, &L.gate, &L.up}, R, eps));
+      const ConstMatrixView hm = view_of(mlp_in.data, R, cfg.hidden);
       if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
-        SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, h,
-                                       stream_, with_scratch()));
+        SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, hm,
+                                       stream_, mlp_in.options(with_scratch())));
         const void* up = static_cast<const char*>(gate_up_.get()) +
                          size_t(cfg.intermediate) * dtype_size(dt_);
         SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R, cfg.intermediate,
                                             2 * cfg.intermediate, dt_, stream_));
       } else {
-        SPARROW_RETURN_IF_ERROR(
-            matmul(view(gate_, R, cfg.intermediate), L.gate, h, stream_, with_scratch()));
-        SPARROW_RETURN_IF_ERROR(
-            matmul(view(up_, R, cfg.intermediate), L.up, h, stream_, with_scratch()));
+        SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, hm, stream_,
+                                       mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, hm, stream_,
+                                       mlp_in.options(with_scratch())));
         SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
                                             cfg.intermediate, cfg.intermediate, dt_, stream_));
       }
@@ -447,10 +514,12 @@ class GpuBackend final : public Backend {
       src = &last_;
       out_rows = batch;
     }
-    SPARROW_RETURN_IF_ERROR(gpu::rms_norm(src->get(), final_norm_.get<float>(), eps, h_.get(),
-                                          out_rows, cfg.hidden, dt_, stream_));
+    SPARROW_ASSIGN_OR_RETURN(
+        const NormedInput head_in,
+        normed(src->get(), final_norm_, final_folded_, {&lm_head_}, out_rows, eps));
     SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
-                                   view(h_, out_rows, cfg.hidden), stream_, with_scratch()));
+                                   view_of(head_in.data, out_rows, cfg.hidden), stream_,
+                                   head_in.options(with_scratch())));
     if (greedy) {
       SPARROW_RETURN_IF_ERROR(
           gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
@@ -508,6 +577,8 @@ class GpuBackend final : public Backend {
   std::vector<DeviceLayer> layers_;
   Weight lm_head_;
   DeviceArray embed_, final_norm_, inv_freq_;
+  bool final_folded_ = false;  // the final norm's gain is folded into lm_head's columns
+  DeviceArray ones_;           // (hidden) unit gain for the norms whose gain is folded
   std::vector<DeviceArray> k_cache_, v_cache_;
   DeviceArray x_, h_, last_, q_, attn_, k_, v_, gate_, up_, logits_, partials_, tokens_, next_,
       pos_;

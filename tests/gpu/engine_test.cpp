@@ -165,6 +165,25 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
   }
 }
 
+// Passes of 1 and 3 rows run the norms inside the matmuls (each RMSNorm's gain folded into the
+// columns of the matmul after it, MatmulOptions::input_rms: dense.gemv, macko's row kernels):
+// every position's logits still match the CPU backend, which runs the norms as written.
+TEST(GpuEngine, NormsFoldedIntoSmallPassesMatchCpu) {
+  NEED_TINYLLAMA();
+  prune::MaskOptions mo;
+  mo.sparsity = 0.5;
+  auto pruned = engine::prune_model(*model, mo, "macko");
+  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
+  auto macko_model = std::make_shared<engine::Model>(std::move(pruned).value());
+  macko_model->name = "tinyllama-py 50% macko";
+  for (const auto& m : {model, std::shared_ptr<const engine::Model>(macko_model)}) {
+    for (int64_t rows : {1, 3}) {
+      std::printf("  passes of %lld rows:\n", static_cast<long long>(rows));
+      expect_logits_close(m, kPrompt, 1e-2, rows);
+    }
+  }
+}
+
 TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
   engine::LlamaConfig c = test::tiny_config();
   c.head_dim = 64;
