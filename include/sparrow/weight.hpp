@@ -44,11 +44,11 @@ Result<Weight> concat_rows(const std::vector<const Weight*>& parts);
 bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this format
 
 // W' = W diag(gain): multiplies column c of a host weight by gain[c] in place, keeping its
-// pattern (a product that rounds to zero stays a stored entry). This folds an RMSNorm's gain into
-// the matmul that reads the norm's output, which can then normalise on the fly
-// (MatmulOptions::input_rms). dense and macko only (the formats whose kernels take input_rms);
-// the others return unsupported. A product that does not fit the dtype (or a non-finite gain)
-// returns invalid_argument and leaves W unchanged.
+// pattern. This folds an RMSNorm's gain into the matmul that reads the norm's output, which can
+// then normalise on the fly (MatmulOptions::input_rms). dense and macko only (the formats whose
+// kernels take input_rms); the others return unsupported. A product that does not fit the dtype,
+// a stored macko value that would round to zero, or a non-finite gain returns invalid_argument
+// and leaves W unchanged.
 Status scale_columns(Weight& w, const std::vector<float>& gain);
 
 // Copies every array of the weight to the current CUDA device (or back).

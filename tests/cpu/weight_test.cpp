@@ -184,6 +184,17 @@ TEST(ScaleColumns, RefusesWhatItCannotDoAndLeavesWUnchanged) {
   std::vector<float> nan_gain(20, 1.f);
   nan_gain[3] = std::nanf("");
   EXPECT_EQ(scale_columns(copy, nan_gain).code(), Code::invalid_argument);
+  // A macko value that would round to zero (a zero is a gap entry there).
+  auto m = encode(Format::macko, h.view());
+  ASSERT_TRUE(m.ok());
+  Weight mw = m.value();
+  st = scale_columns(mw, std::vector<float>(20, 1e-30f));
+  EXPECT_EQ(st.code(), Code::invalid_argument) << st.to_string();
+  EXPECT_EQ(std::get<macko::Matrix>(mw).values.host(),
+            std::get<macko::Matrix>(m.value()).values.host());
+  // dense stores zeros like any value: the same gain is fine there.
+  Weight dz = w.value();
+  EXPECT_TRUE(scale_columns(dz, std::vector<float>(20, 1e-30f)).ok());
   auto c = encode(Format::csr, h.view());
   ASSERT_TRUE(c.ok());
   Weight cw = c.value();

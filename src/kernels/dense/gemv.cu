@@ -40,8 +40,12 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 // each X chunk feeds MT*2 mmas, so MT = 2 halves the X traffic per weight byte, which at 16
 // tokens equals the weight traffic (measured: 16 tokens with MT = 1 ran at 62 % of the floor).
 // RMS (MatmulOptions::input_rms): the block's warps together read every X chunk of each token
-// exactly once (the K steps are split, not repeated), so the lanes also sum the squares of the
-// chunks they load; the block's total is the token's sum over K, with no extra pass over X.
+// exactly once (the K steps are split, not repeated), so the block's sums of squares of those
+// chunks are the tokens' sums over K, with no extra pass over X. The squares come from the
+// tensor cores too: an mma whose A rows g are the same X chunks as its B (rows g + 8 zero) puts
+// x_g . x_g on D's diagonal. Two more mmas per step and no ALU work: summing the squares on the
+// CUDA cores (unpack, 8 FMAs per chunk) in every lane doubled the loop's instructions and made
+// the 7B dense decode step 4 % slower than the separate norm kernel.
 template <class T, int MT, int NT, bool RMS>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
@@ -69,7 +73,9 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   // on the large shapes: more rows open at once for the same bytes.)
   const int64_t first = int64_t(warp) * U;
   const int64_t stride = int64_t(warps) * U;
-  float ss[NT] = {};  // RMS: this lane's sum of x^2 for tokens g (and g + 8)
+  float ss[NT][4];  // RMS: Gram-matrix accumulators of X (token g's sum of x^2 on the diagonal)
+#pragma unroll
+  for (int j = 0; j < NT; ++j) ss[j][0] = ss[j][1] = ss[j][2] = ss[j][3] = 0.f;
   uint4 a[U][MT][2];  // (step, M tile, rows g and g+8)
   auto load_w = [&](int64_t s0) {
 #pragma unroll
@@ -102,7 +108,6 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       for (int j = 0; j < NT; ++j) {
         const int token = g + 8 * j;
         b[u][j] = (in_k && token < n) ? load_x8(x + int64_t(token) * ldx, chunk * 8, k, x_vec) : zero;
-        if constexpr (RMS) ss[j] += sum_sq8<T>(b[u][j]);
       }
     }
 #pragma unroll
@@ -118,16 +123,26 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           mma_16816<T>(acc[i][j], hi, b[u][j].z, b[u][j].w);
         }
       }
+    if constexpr (RMS) {
+      // A = this step's X chunks as rows g (tokens g, or g + 8 for j = 1), rows g + 8 zero.
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const uint32_t xlo[4] = {b[u][j].x, 0u, b[u][j].y, 0u};
+          const uint32_t xhi[4] = {b[u][j].z, 0u, b[u][j].w, 0u};
+          mma_16816<T>(ss[j], xlo, b[u][j].x, b[u][j].y);
+          mma_16816<T>(ss[j], xhi, b[u][j].z, b[u][j].w);
+        }
+    }
   }
 
   if constexpr (RMS) {
-    // Lanes 4g..4g+3 hold token g's chunks (and g + 8's): add them, one lane per token writes.
+    // D[g][g] (token g's sum over this warp's K range; g + 8 for j = 1) sits in lane (g, g / 2),
+    // register g % 2.
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 1);
-      ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 2);
-      if (t == 0) sum_sq[warp][g + 8 * j] = ss[j];
-    }
+    for (int j = 0; j < NT; ++j)
+      if (t == g / 2) sum_sq[warp][g + 8 * j] = ss[j][g & 1];
     // reduce_tile_and_store's barrier orders these writes before the reads.
     reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate,
                                      sum_sq, k, rms_eps);
