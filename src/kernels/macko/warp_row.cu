@@ -322,14 +322,14 @@ __device__ __forceinline__ void load_tokens(const unsigned char* p, uint32_t (&w
   }
 }
 
-template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS>
 __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
                                   RowKernelShape<NB>::min_blocks_per_sm(LANES, PIECES))
     macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                      const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
                      int64_t m, uint32_t k, const T* __restrict__ x, int64_t ldx, int n,
                      T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate,
-                     bool input_rms, float rms_eps) {
+                     float rms_eps) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
   let_next_launch();
@@ -398,30 +398,28 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // instruction; shared memory serves them with fewer (one_token_shared_x says when it pays).
   extern __shared__ __align__(16) unsigned char x_smem_raw[];
   T* xs = reinterpret_cast<T*>(x_smem_raw);  // XSMEM, one token: (K) X
-  // input_rms: the block's threads together read every element of X once (the copy into shared
-  // memory, or a pass of its own when X is gathered through L1) and sum its squares per token;
-  // the warps' sums meet in rms_part behind the copy's barrier.
-  __shared__ float rms_part[kWarps][NB];  // (warp, token)
+  // RMS (MatmulOptions::input_rms, a template flag: as a runtime flag its unused branches cost
+  // the kernel 1-2.5 % without it): the block's threads together read every element of X once
+  // (the copy into shared memory, or a pass of its own when X is gathered through L1) and sum
+  // its squares per token; the warps' sums meet in rms_part behind the copy's barrier.
+  __shared__ float rms_part[RMS ? kWarps : 1][NB];  // (warp, token)
   float ss[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) ss[j] = 0.f;
-  if constexpr (NB == 1) {
-    if (XSMEM || input_rms) {
-      const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-      const uint32_t vecs = vec ? k / 8 : 0;
-      for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-        const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
-        if constexpr (XSMEM) reinterpret_cast<uint4*>(xs)[i] = v8;
-        if (input_rms) ss[0] += sum_sq8<T>(v8);
-      }
-      for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
-        const T e1 = x[i];
-        if constexpr (XSMEM) xs[i] = e1;
-        const float f = to_float(e1);
-        ss[0] = fmaf(f, f, ss[0]);
-      }
+  if constexpr (NB == 1 && (XSMEM || RMS)) {
+    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    const uint32_t vecs = vec ? k / 8 : 0;
+    for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+      const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
+      if constexpr (XSMEM) reinterpret_cast<uint4*>(xs)[i] = v8;
+      if constexpr (RMS) ss[0] += sum_sq8<T>(v8);
     }
-  } else {
+    for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
+      const T e1 = x[i];
+      if constexpr (XSMEM) xs[i] = e1;
+      if constexpr (RMS) ss[0] = fmaf(to_float(e1), to_float(e1), ss[0]);
+    }
+  } else if constexpr (NB > 1) {
     // X^T: column c's NB tokens side by side (NB * 2 bytes, one vector load per entry), zeros
     // for tokens past n. Reads are coalesced per token row.
     for (uint32_t c = threadIdx.x; c < k; c += blockDim.x) {
@@ -431,24 +429,25 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
         const uint32_t lo = 2 * q < n ? bits_of(x[int64_t(2 * q) * ldx + c]) : 0u;
         const uint32_t hi = 2 * q + 1 < n ? bits_of(x[int64_t(2 * q + 1) * ldx + c]) : 0u;
         w[q] = lo | (hi << 16);
-        const float2 f = unpack2<T>(w[q]);
-        ss[2 * q] = fmaf(f.x, f.x, ss[2 * q]);
-        ss[2 * q + 1] = fmaf(f.y, f.y, ss[2 * q + 1]);
+        if constexpr (RMS) {
+          const float2 f = unpack2<T>(w[q]);
+          ss[2 * q] = fmaf(f.x, f.x, ss[2 * q]);
+          ss[2 * q + 1] = fmaf(f.y, f.y, ss[2 * q + 1]);
+        }
       }
       store_tokens<NB>(x_smem_raw + size_t(c) * NB * sizeof(T), w);
     }
   }
-  if (input_rms) {
+  if constexpr (RMS) {
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
       ss[j] = warp_sum(ss[j]);
       if (lane == 0) rms_part[warp][j] = ss[j];
     }
   }
-  if (XSMEM || input_rms) __syncthreads();
-  // The scale of token j's outputs: 1 without input_rms.
+  if constexpr (XSMEM || RMS) __syncthreads();
+  // The scale of token j's outputs (RMS only).
   auto out_scale = [&](int j) {
-    if (!input_rms) return 1.f;
     float total = 0.f;
 #pragma unroll
     for (int v = 0; v < kWarps; ++v) total += rms_part[v][j];
@@ -544,14 +543,16 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
 #pragma unroll
     for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
-    store_output(y + int64_t(lane) * ldy + row, sum * out_scale(lane), bias, row, accumulate);
+    if constexpr (RMS) sum *= out_scale(lane);
+    store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
   } else {
     // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
     float mine = 0.f;
 #pragma unroll
     for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
     if (sl < min(NB, n) && row < m) {
-      store_output(y + int64_t(sl) * ldy + row, mine * out_scale(sl), bias, row, accumulate);
+      if constexpr (RMS) mine *= out_scale(sl);
+      store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
     }
   }
 }
@@ -628,13 +629,13 @@ struct RowCall {
   float rms_eps;
 };
 
-template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS>
 cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   const int64_t m = mm.shape.rows;
   constexpr int kThreads = RowKernelShape<NB>::kThreads;
   const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
   const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
-  auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB>;
+  auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB, RMS>;
   const size_t smem = XSMEM ? size_t(mm.shape.cols) * NB * sizeof(T) : 0;
   if (smem > 48 * 1024) {
     const cudaError_t e =
@@ -644,8 +645,14 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
                        mm.deltas.data(), m, uint32_t(mm.shape.cols), c.x, c.ldx,
-                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate, c.input_rms,
-                       c.rms_eps);
+                       NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate, c.rms_eps);
+}
+
+template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
+  // The instance with the norm only when the call asks for it.
+  return c.input_rms ? launch_row_kernel<T, LANES, PIECES, XSMEM, NB, true>(mm, c, stream)
+                     : launch_row_kernel<T, LANES, PIECES, XSMEM, NB, false>(mm, c, stream);
 }
 
 // One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
