@@ -755,9 +755,8 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
                                         dev.sm_count, pieces_override(),
                                         nb == 1 ? kOneTokenWarpsPerSm : kFewTokensWarpsPerSm)
                            : 1;
-    const RowCall<T> c{x,    p.x.ld, int(p.n()),       y,
-                       p.y.ld, bias, p.opt.accumulate, p.opt.dependent_launch,
-                       p.opt.input_rms, p.opt.rms_eps};
+    const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
+                       p.opt.dependent_launch, p.opt.input_rms, p.opt.rms_eps};
     return launch_rows<T>(mm, which, pieces, nb, c, stream);
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
