@@ -50,6 +50,7 @@ bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this f
 // a stored macko value that would round to zero, or a non-finite gain returns invalid_argument
 // and leaves W unchanged.
 Status scale_columns(Weight& w, const std::vector<float>& gain);
+bool can_scale_columns(Format f);  // whether scale_columns scales weights of this format
 
 // Copies every array of the weight to the current CUDA device (or back).
 Result<Weight> to_device(const Weight& w);

@@ -68,7 +68,7 @@ struct DeviceLayer {
   // each) and q, k, v, gate, up are empty.
   Weight q, k, v, o, gate, up, down, qkv, gate_up;
   DeviceArray attn_norm, mlp_norm;     // fp32
-  // The norm's gain is folded into qkv's / gate_up's columns (fold_norm_requested): those
+  // The norm's gain is folded into qkv's / gate_up's columns (fused projections only): those
   // matmuls read the residual x and normalise it on the fly (MatmulOptions::input_rms) where
   // their kernel takes it, else they read rms_norm(x) with a unit gain.
   bool attn_folded = false, mlp_folded = false;
@@ -105,12 +105,13 @@ bool fold_norm_requested() {
   return v;
 }
 
-// W diag(gain) in place for a format whose kernels take input_rms (scale_columns); false, with W
-// unchanged, for other formats or when a product would not fit the dtype.
+// Whether the norm before weights of this format is folded into them (scale_columns).
+bool foldable(Format f) { return fold_norm_requested() && can_scale_columns(f); }
+
+// W diag(gain) in place when foldable; false, with W unchanged, otherwise or when a product would
+// not fit the dtype (scale_columns refuses it).
 bool fold_gain(Weight& w, const std::vector<float>& gain) {
-  const Format f = format_of(w);
-  if (!fold_norm_requested() || (f != Format::dense && f != Format::macko)) return false;
-  return scale_columns(w, gain).ok();
+  return foldable(format_of(w)) && scale_columns(w, gain).ok();
 }
 
 // Whether every layer's q/k/v and gate/up can be stacked: one format per group that
@@ -256,10 +257,12 @@ class GpuBackend final : public Backend {
       SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
       SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
     }
-    {
+    if (foldable(format_of(m.lm_head))) {
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
-      final_folded_ = fold_gain(head, m.final_norm);
+      final_folded_ = fold_gain(head, m.final_norm);  // unchanged when it refuses
       SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(head));
+    } else {
+      SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(m.lm_head));
     }
     SPARROW_ASSIGN_OR_RETURN(ones_, upload_floats(std::vector<float>(size_t(c.hidden), 1.0f)));
     SPARROW_ASSIGN_OR_RETURN(embed_, DeviceArray::alloc(m.embed.bytes()));
@@ -409,21 +412,18 @@ class GpuBackend final : public Backend {
       return o;
     }
   };
-  // With the gain folded into the consumers' columns and every (non-empty) consumer's kernel
-  // taking input_rms at `rows` rows, the matmuls normalise x themselves and no norm kernel runs
-  // (a decode step's common case); otherwise rms_norm writes h_ first, with a unit gain when it
-  // is folded.
-  Result<NormedInput> normed(const void* x, const DeviceArray& gain, bool folded,
-                             std::initializer_list<const Weight*> consumers, int64_t rows,
-                             float eps) {
-    if (folded) {
-      bool all = true;
-      for (const Weight* w : consumers)
-        if (shape_of(*w).rows > 0) all = all && matmul_takes_input_rms(*w, rows, with_scratch());
-      if (all) return NormedInput{x, true, eps};
+  // `folded_into`: the one (stacked) weight the norm's gain is folded into, or null. When its
+  // kernel takes input_rms at `rows` rows the matmul normalises x itself and no norm kernel runs
+  // (a decode step's common case); otherwise rms_norm writes h_ first, with a unit gain when the
+  // gain is folded.
+  Result<NormedInput> normed(const void* x, const DeviceArray& gain, const Weight* folded_into,
+                             int64_t rows, float eps) {
+    if (folded_into && matmul_takes_input_rms(*folded_into, rows, with_scratch())) {
+      return NormedInput{x, true, eps};
     }
-    SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x, folded ? ones_.get<float>() : gain.get<float>(), eps,
-                                          h_.get(), rows, model_->config.hidden, dt_, stream_));
+    SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x, folded_into ? ones_.get<float>() : gain.get<float>(),
+                                          eps, h_.get(), rows, model_->config.hidden, dt_,
+                                          stream_));
     return NormedInput{h_.get(), false, eps};
   }
 
@@ -445,7 +445,7 @@ class GpuBackend final : public Backend {
       const DeviceLayer& L = layers_[li];
       SPARROW_ASSIGN_OR_RETURN(
           const NormedInput attn_in,
-          normed(x_.get(), L.attn_norm, L.attn_folded, {&L.qkv, &L.q, &L.k, &L.v}, R, eps));
+          normed(x_.get(), L.attn_norm, L.attn_folded ? &L.qkv : nullptr, R, eps));
       const ConstMatrixView h = view_of(attn_in.data, R, cfg.hidden);
       MatmulOptions qo = attn_in.options(with_scratch()), ko = attn_in.options(with_scratch()),
                     vo = attn_in.options(with_scratch());
@@ -486,7 +486,7 @@ class GpuBackend final : public Backend {
           matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
       SPARROW_ASSIGN_OR_RETURN(
           const NormedInput mlp_in,
-          normed(x_.get(), L.mlp_norm, L.mlp_folded, {&L.gate_up, &L.gate, &L.up}, R, eps));
+          normed(x_.get(), L.mlp_norm, L.mlp_folded ? &L.gate_up : nullptr, R, eps));
       const ConstMatrixView hm = view_of(mlp_in.data, R, cfg.hidden);
       if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
         SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, hm,
@@ -516,7 +516,7 @@ class GpuBackend final : public Backend {
     }
     SPARROW_ASSIGN_OR_RETURN(
         const NormedInput head_in,
-        normed(src->get(), final_norm_, final_folded_, {&lm_head_}, out_rows, eps));
+        normed(src->get(), final_norm_, final_folded_ ? &lm_head_ : nullptr, out_rows, eps));
     SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
                                    view_of(head_in.data, out_rows, cfg.hidden), stream_,
                                    head_in.options(with_scratch())));

@@ -116,7 +116,13 @@ Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
 
 }  // namespace
 
+bool can_scale_columns(Format f) { return f == Format::dense || f == Format::macko; }
+
 Status scale_columns(Weight& w, const std::vector<float>& gain) {
+  if (!can_scale_columns(format_of(w))) {
+    return unsupported(std::string("scale_columns: ") + format_name(format_of(w)) +
+                       " weights (dense and macko only)");
+  }
   if (location_of(w) != Location::host) return invalid_argument("scale_columns: host weights only");
   const Shape& s = shape_of(w);
   if (int64_t(gain.size()) != s.cols) {
@@ -126,12 +132,8 @@ Status scale_columns(Weight& w, const std::vector<float>& gain) {
   for (float g : gain)
     if (!std::isfinite(g)) return invalid_argument("scale_columns: a gain is not finite");
   if (auto* d = std::get_if<dense::Matrix>(&w)) return scale_dense(*d, gain);
-  if (auto* m = std::get_if<macko::Matrix>(&w)) {
-    SPARROW_RETURN_IF_ERROR(validate(w));  // the walk below trusts row_ptr and the deltas
-    return scale_macko(*m, gain);
-  }
-  return unsupported(std::string("scale_columns: ") + format_name(format_of(w)) +
-                     " weights (dense and macko only)");
+  SPARROW_RETURN_IF_ERROR(validate(w));  // the macko walk below trusts row_ptr and the deltas
+  return scale_macko(std::get<macko::Matrix>(w), gain);
 }
 
 }  // namespace sparrow

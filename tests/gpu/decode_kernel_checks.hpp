@@ -204,6 +204,18 @@ inline void check_graph_replay(const char* name, Format f, DType t) {
   }
 }
 
+// Whether every element of y still holds the NaN poison (nothing was written).
+inline bool still_poisoned(const DeviceMatrix& y) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+  if (e != cudaSuccess) return false;
+  const HostMatrix after = y.download();
+  for (int64_t r = 0; r < after.rows(); ++r)
+    for (int64_t c = 0; c < after.cols(); ++c)
+      if (!std::isnan(after.at(r, c))) return false;
+  return true;
+}
+
 // Bad arguments come back as invalid_argument and launch nothing (Y stays poisoned).
 inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   const auto& k = kernel_named(name);
@@ -249,12 +261,7 @@ inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   x_other_dtype.dtype = t == DType::fp16 ? DType::bf16 : DType::fp16;
   expect_rejected({dw.value(), x_other_dtype, yv, {}}, "X of another dtype");
   expect_rejected({hw, xv, yv, {}}, "host weight");
-  CUDA_OK(cudaDeviceSynchronize());
-  const HostMatrix after = y.download();
-  bool all_nan = true;
-  for (int64_t r = 0; r < after.rows(); ++r)
-    for (int64_t c = 0; c < after.cols(); ++c) all_nan &= std::isnan(after.at(r, c));
-  EXPECT_TRUE(all_nan) << name << " wrote Y although every call was rejected";
+  EXPECT_TRUE(still_poisoned(y)) << name << " wrote Y although every call was rejected";
 }
 
 // MatmulOptions::input_rms (the RMSNorm folded into the matmul): where the kernel takes it
@@ -299,9 +306,7 @@ inline void check_input_rms(const char* name, Format f, DType t) {
       give_workspace(k, w, opt);
       const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
       EXPECT_EQ(st.code(), Code::unsupported) << what << " N=" << n << ": " << st.to_string();
-      CUDA_OK(cudaDeviceSynchronize());
-      const HostMatrix after = y.download();
-      EXPECT_TRUE(std::isnan(after.at(0, 0))) << what << " N=" << n << " wrote Y";
+      EXPECT_TRUE(still_poisoned(y)) << what << " N=" << n << " wrote Y";
     }
     seed += 100;
   }

@@ -733,12 +733,13 @@ Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, 
   }
 }
 
-// N = 1, and N = 2..4 on K <= 8192 (row_kernel_tokens): the row kernels (unless an experiment
-// knob asks for the persistent one); else the persistent kernel. Only the row kernels take
-// input_rms.
-bool row_kernels_run(const macko::Matrix& mm, int64_t n) {
-  return row_kernel_tokens(n, mm.shape.cols, few_tokens_override()) > 0 &&
-         mm.shape.cols <= kOneTokenMaxCols && one_token_override() != OneTokenKernel::persistent;
+// Tokens per pass of the row kernels for N = n: 1 for N = 1, 4 for N = 2..4 on K <= 8192
+// (row_kernel_tokens); 0 when the persistent kernel runs instead (also when an experiment knob
+// asks for it). Only the row kernels take input_rms.
+int row_kernel_pass(const macko::Matrix& mm, int64_t n) {
+  if (mm.shape.cols > kOneTokenMaxCols || one_token_override() == OneTokenKernel::persistent)
+    return 0;
+  return row_kernel_tokens(n, mm.shape.cols, few_tokens_override());
 }
 
 template <class T>
@@ -746,8 +747,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  if (row_kernels_run(mm, p.n())) {
-    const int nb = row_kernel_tokens(p.n(), mm.shape.cols, few_tokens_override());
+  if (const int nb = row_kernel_pass(mm, p.n()); nb > 0) {
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
     const int pieces = which == OneTokenKernel::warp
@@ -853,11 +853,12 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
 
 bool takes_input_rms(const Weight& w, int64_t n) {
   const auto* mm = std::get_if<macko::Matrix>(&w);
-  return mm != nullptr && row_kernels_run(*mm, n);
+  return mm != nullptr && row_kernel_pass(*mm, n) > 0;
 }
 
 Status run(const Problem& p, Stream stream) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::macko, takes_input_rms(p.w, p.n())));
+  SPARROW_RETURN_IF_ERROR(
+      check_problem(p, Format::macko, p.opt.input_rms && takes_input_rms(p.w, p.n())));
   const auto& mm = std::get<macko::Matrix>(p.w);
   if (mm.shape.dtype == DType::fp32) return invalid_argument("macko holds fp16/bf16 values only");
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
