@@ -1,9 +1,12 @@
 // concat_rows: stacks encoded weights of one format along M without decoding them, so the engine
 // can run q/k/v (or gate/up) as one matmul over a taller matrix. Formats whose layout is rows
-// end to end (dense, csr, macko) are joined array by array; the tiled formats return
-// `unsupported` (their tiles would have to be rebuilt) and callers keep the parts separate.
+// end to end (dense, csr, macko) are joined array by array. tca_bme stores 64-row group rows one
+// after another, so parts whose rows are multiples of 64 (all but the last) are joined the same
+// way; other row counts are decoded, stacked and encoded again (exact, slower). tiled_csl returns
+// `unsupported` and callers keep the parts separate.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -107,10 +110,54 @@ Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const S
   return Weight(std::move(out));
 }
 
+// tca_bme: group rows in order, each part's group offsets shifted by the values before it. A
+// part's padding rows (beyond its M) would land inside the stack unless its rows are a multiple
+// of 64, so then the parts are decoded and the stack encoded afresh.
+Result<Weight> concat_tca_bme(const std::vector<const tca_bme::Matrix*>& ms, const Shape& shape) {
+  bool aligned = true;
+  for (size_t i = 0; i + 1 < ms.size(); ++i) aligned = aligned && ms[i]->shape.rows % 64 == 0;
+  if (!aligned) {
+    HostMatrix dense(shape.dtype, shape.rows, shape.cols);
+    const size_t row_bytes = size_t(shape.cols) * dtype_size(shape.dtype);
+    int64_t row = 0;
+    for (const auto* m : ms) {
+      SPARROW_ASSIGN_OR_RETURN(HostMatrix part, tca_bme::decode(*m));
+      std::memcpy(static_cast<uint8_t*>(dense.data()) + size_t(row) * row_bytes, part.data(),
+                  size_t(part.rows()) * row_bytes);
+      row += part.rows();
+    }
+    SPARROW_ASSIGN_OR_RETURN(tca_bme::Matrix out, tca_bme::encode(dense.view()));
+    return Weight(std::move(out));
+  }
+  tca_bme::Matrix out;
+  out.shape = shape;
+  out.groups_k = ms[0]->groups_k;
+  std::vector<uint64_t> bitmaps;
+  std::vector<uint32_t> offsets{0};
+  std::vector<uint16_t> values;
+  for (const auto* m : ms) {
+    const uint64_t base = offsets.back();
+    if (base + m->values.size() > UINT32_MAX) {
+      return unsupported("concat_rows: more than 2^32 - 1 values in one tca_bme matrix");
+    }
+    out.groups_m += m->groups_m;
+    out.nnz += m->nnz;
+    append(bitmaps, m->bitmaps);
+    for (size_t g = 1; g < m->group_offsets.size(); ++g) {
+      offsets.push_back(uint32_t(base + m->group_offsets.host()[g]));
+    }
+    append(values, m->values);
+  }
+  out.bitmaps = Buffer<uint64_t>(std::move(bitmaps));
+  out.group_offsets = Buffer<uint32_t>(std::move(offsets));
+  out.values = Buffer<uint16_t>(std::move(values));
+  return Weight(std::move(out));
+}
+
 }  // namespace
 
 bool can_concat_rows(Format f) {
-  return f == Format::dense || f == Format::csr || f == Format::macko;
+  return f == Format::dense || f == Format::csr || f == Format::macko || f == Format::tca_bme;
 }
 
 Result<Weight> concat_rows(const std::vector<const Weight*>& parts) {
@@ -134,6 +181,7 @@ Result<Weight> concat_rows(const std::vector<const Weight*>& parts) {
     case Format::dense: return concat_dense(typed<dense::Matrix>(parts), shape);
     case Format::csr: return concat_csr(typed<csr::Matrix>(parts), shape);
     case Format::macko: return concat_macko(typed<macko::Matrix>(parts), shape);
+    case Format::tca_bme: return concat_tca_bme(typed<tca_bme::Matrix>(parts), shape);
     default:
       return unsupported(std::string("concat_rows: ") + format_name(f) +
                          " weights are stored in tiles and cannot be stacked without re-encoding");

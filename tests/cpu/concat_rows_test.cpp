@@ -1,5 +1,6 @@
 // concat_rows: stacking encoded weights along M equals encoding the stacked matrix (decode and
-// validate agree), for the row-ordered formats; the tiled ones and mismatched parts are refused.
+// validate agree), for the row-ordered formats and tca_bme; tiled_csl and mismatched parts are
+// refused.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,7 +37,7 @@ void expect_stacked(const std::vector<HostMatrix>& parts, const Weight& joined, 
 }  // namespace
 
 TEST(ConcatRows, RowOrderedFormatsStackExactly) {
-  for (Format f : {Format::dense, Format::csr, Format::macko}) {
+  for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme}) {
     for (DType t : {DType::fp16, DType::bf16}) {
       // Odd row counts and densities, an empty part-row and a very sparse part (macko padding
       // entries; an odd number of entries before a part shifts its delta nibbles).
@@ -83,12 +84,14 @@ TEST(ConcatRows, RefusesWhatItCannotJoin) {
   EXPECT_EQ(concat_rows({&ma, &mb}).status().code(), Code::invalid_argument);  // columns
   EXPECT_EQ(concat_rows({&ma, &mc}).status().code(), Code::invalid_argument);  // dtype
   EXPECT_EQ(concat_rows({&ma, &ca}).status().code(), Code::invalid_argument);  // formats
-  for (Format f : {Format::dense, Format::csr, Format::macko}) EXPECT_TRUE(can_concat_rows(f));
-  for (Format f : {Format::tca_bme, Format::tiled_csl, Format::nm}) EXPECT_FALSE(can_concat_rows(f));
-  for (Format f : {Format::tca_bme, Format::tiled_csl}) {
-    const Weight w = encode_ok(f, a);
+  for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme}) {
+    EXPECT_TRUE(can_concat_rows(f));
+  }
+  for (Format f : {Format::tiled_csl, Format::nm}) EXPECT_FALSE(can_concat_rows(f));
+  {
+    const Weight w = encode_ok(Format::tiled_csl, a);
     auto r = concat_rows({&w, &w});
-    EXPECT_EQ(r.status().code(), Code::unsupported) << format_name(f);
+    EXPECT_EQ(r.status().code(), Code::unsupported);
     EXPECT_NE(r.status().message().find("tiles"), std::string::npos) << r.status().message();
   }
   // csr parts with different column index widths.
@@ -117,5 +120,36 @@ TEST(ConcatRows, MackoOddEntryCounts) {
     expect_stacked(hosts, joined.value(), "macko odd");
     EXPECT_EQ(std::get<macko::Matrix>(joined.value()).max_row_entries, 3);
     EXPECT_TRUE(validate(joined.value()).ok());  // the row order is rebuilt for the whole
+  }
+}
+
+// tca_bme parts whose rows are multiples of 64 (all but the last) are joined array by array: the
+// result must be the very arrays encode gives the stacked matrix (q/k/v and gate/up of every Llama).
+TEST(ConcatRows, TcaBmeGroupRowsJoinArrayByArray) {
+  for (DType t : {DType::fp16, DType::bf16}) {
+    std::vector<HostMatrix> parts;
+    parts.push_back(patterns::random(t, 128, 200, 0.5, 11));
+    parts.push_back(patterns::magnitude(t, 64, 200, 0.9, 12));
+    parts.push_back(patterns::random(t, 70, 200, 0.3, 13));  // the last part may be ragged
+    HostMatrix all(t, 128 + 64 + 70, 200);
+    int64_t r0 = 0;
+    for (const HostMatrix& p : parts) {
+      for (int64_t r = 0; r < p.rows(); ++r)
+        for (int64_t c = 0; c < p.cols(); ++c) all.set(r0 + r, c, p.at(r, c));
+      r0 += p.rows();
+    }
+    std::vector<Weight> enc;
+    for (const HostMatrix& p : parts) enc.push_back(encode_ok(Format::tca_bme, p));
+    auto joined = concat_rows({&enc[0], &enc[1], &enc[2]});
+    ASSERT_TRUE(joined.ok()) << joined.status().to_string();
+    expect_stacked(parts, joined.value(), "tca_bme aligned");
+    const auto& j = std::get<tca_bme::Matrix>(joined.value());
+    const Weight direct = encode_ok(Format::tca_bme, all);
+    const auto& d = std::get<tca_bme::Matrix>(direct);
+    EXPECT_EQ(j.groups_m, d.groups_m);
+    EXPECT_EQ(j.nnz, d.nnz);
+    EXPECT_EQ(j.bitmaps.host(), d.bitmaps.host());
+    EXPECT_EQ(j.group_offsets.host(), d.group_offsets.host());
+    EXPECT_EQ(j.values.host(), d.values.host());
   }
 }
