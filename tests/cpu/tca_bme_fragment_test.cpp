@@ -4,6 +4,8 @@
 // index found from popcounts exactly as the kernel does (earlier warps' bitmaps summed in pairs).
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kernels/tca_bme/fragment.hpp"
 #include "sparrow/patterns.hpp"
 #include "sparrow/weight.hpp"
@@ -89,7 +91,94 @@ void check_records(const HostMatrix& w) {
   }
 }
 
+// tca_bme.decode's nibble order: for every tile and lane, the two registers of each of the lane's
+// rows must hold W at the physical columns its k slots stand for (4t, 4t+1 | 4t+2, 4t+3), both
+// from nibble_pair (the reference read) and from the kernel's path: per bit pair f the values at
+// the pair's start and the next position (which may lie past the half's own values, so the test
+// puts 0xDEADBEEF there unless f == 3, where the selector reads it), then the table's byte
+// permutes.
+void check_nibbles(const HostMatrix& w) {
+  namespace f = kernels::tca_bme_mma;
+  auto enc = tca_bme::encode(w.view());
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  const tca_bme::Matrix& m = enc.value();
+  const uint16_t* dense = static_cast<const uint16_t*>(w.data());
+  for (int64_t grp = 0; grp < m.groups(); ++grp) {
+    const int64_t gm = grp / m.groups_k, gk = grp % m.groups_k;
+    f::HalfRecord rec[128];
+    f::group_records(m.bitmaps.host().data() + grp * 64, rec);
+    const uint32_t first = m.group_offsets.host()[size_t(grp)];
+    const uint32_t count = m.group_offsets.host()[size_t(grp) + 1] - first;
+    // The stage as the kernel sees it: the group's values, then other bytes (here 0xBEEF).
+    std::vector<uint16_t> stage(m.values.host().begin() + first,
+                                m.values.host().begin() + first + count);
+    stage.resize(count + 4, 0xBEEF);
+    for (int t = 0; t < 16; ++t)
+      for (int lane = 0; lane < 32; ++lane) {
+        const f::NibbleLane nl = f::nibble_lane(lane);
+        for (int half = 0; half < 2; ++half) {  // rows 0-7 / 8-15 of the tile: bitmap 2 pair + half
+          const auto& r = rec[2 * (4 * t + 2 * nl.pair + half) + int(nl.high)];
+          const f::RegPair ref = f::nibble_pair(r.word, r.base, nl, stage.data());
+          const uint32_t a = r.base + f::popcount32(r.word & nl.below);
+          const f::NibbleEntry e = f::nibble_entry((r.word >> nl.shift) & 0xFu);
+          const uint32_t b = a + (e.x >> 16) / 2;
+          const uint32_t nib = (r.word >> nl.shift) & 0xFu;
+          auto pair = [&](uint32_t f, uint32_t p, uint32_t sel) {
+            const uint32_t v = stage[p];
+            const uint32_t v2 = f == 3 ? stage[p + 1] : 0xDEADBEEFu;
+            return f::byte_perm(v, v2, sel);
+          };
+          const uint32_t lo = pair(nib & 3u, a, e.x);
+          const uint32_t hi = pair(nib >> 2, b, e.y);
+          const int64_t row = gm * 64 + (t / 4) * 16 + half * 8 + lane / 4;
+          const int64_t col = gk * 64 + (t % 4) * 16 + (lane % 4) * 4;
+          for (int i = 0; i < 4; ++i) {
+            const uint16_t expect = (row < w.rows() && col + i < w.cols())
+                                        ? dense[row * w.cols() + col + i]
+                                        : uint16_t(0);
+            const uint32_t want_reg = i < 2 ? ref.lo : ref.hi;
+            const uint32_t got_reg = i < 2 ? lo : hi;
+            ASSERT_EQ(uint16_t(want_reg >> (16 * (i & 1))), expect)
+                << "group " << grp << " tile " << t << " lane " << lane << " half " << half;
+            ASSERT_EQ(uint16_t(got_reg >> (16 * (i & 1))), expect)
+                << "group " << grp << " tile " << t << " lane " << lane << " half " << half
+                << " (predicated loads and byte permutes)";
+          }
+        }
+      }
+  }
+}
+
 }  // namespace
+
+TEST(TcaBmeFragment, NibbleOrderGivesTheDenseElements) {
+  for (double sp : {0.0, 0.3, 0.5, 0.9, 0.999}) {
+    check_nibbles(patterns::random(DType::fp16, 130, 200, sp, 27));
+  }
+  check_nibbles(patterns::magnitude(DType::bf16, 70, 129, 0.6, 28));
+  check_nibbles(patterns::random(DType::bf16, 1, 1, 0.0, 29));
+}
+
+// Every nibble's table entry: the byte permutes of the values the kernel loads (v0, v1 at the
+// nibble's first value, v2, v3 the entry's step later) give the nibble's four elements, zero at
+// clear bits, whatever a pair's second value holds when the pair does not use it.
+TEST(TcaBmeFragment, NibbleTableCoversAllSixteenPatterns) {
+  namespace f = kernels::tca_bme_mma;
+  const uint16_t window[6] = {0x1111, 0x2222, 0x3333, 0x4444, 0xFFFF, 0xFFFF};
+  for (uint32_t nib = 0; nib < 16; ++nib) {
+    const f::NibbleEntry e = f::nibble_entry(nib);
+    const uint32_t step = (e.x >> 16) / 2;
+    const uint32_t f0 = nib & 3u, f1 = nib >> 2;
+    const uint32_t lo = f::byte_perm(window[0], f0 == 3 ? window[1] : 0xDEADBEEFu, e.x);
+    const uint32_t hi = f::byte_perm(window[step], f1 == 3 ? window[step + 1] : 0xDEADBEEFu, e.y);
+    uint32_t next = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint16_t expect = (nib >> i) & 1u ? window[next++] : uint16_t(0);
+      const uint16_t got = uint16_t((i < 2 ? lo : hi) >> (16 * (i & 1)));
+      EXPECT_EQ(got, expect) << "nibble " << nib << " element " << i;
+    }
+  }
+}
 
 TEST(TcaBmeFragment, RecordsGiveTheDenseElements) {
   for (double sp : {0.0, 0.5, 0.9, 0.999}) {

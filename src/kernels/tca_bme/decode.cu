@@ -23,18 +23,24 @@
 // ~2500 values with one token tile, a whole group with two) is decoded from global memory instead.
 //
 // Per group the warp builds 128 half-bitmap records {32-bit half, index of its first value} with
-// one warp scan of popcounts (fragment.hpp's group_records is the same table on the host); then
-// each of the 16 A fragments (16x16 tiles) costs, per register, one broadcast shared load of the
-// lane's record, a popcount of the bits below the lane's two, and two predicated 2-byte loads:
-// the format stores a tile's four 8x8 bitmaps in the A-register order, and a lane's two elements
-// are adjacent bits of one 32-bit half. B (X^T) fragments come from global memory (X is a few KB
-// and stays in L1/L2), loaded one group ahead; N = 1..8 is one n8 tile, so a decoded weight feeds
-// every token for free; 9..16 two tiles.
+// one warp scan of popcounts (fragment.hpp's group_records is the same table on the host), then
+// builds the 16 tiles' A fragments from them in one of two orders (Config::nibble_order):
+//   - pair order (one n8 tile, N <= 8): register q of a lane is bitmap q's two bits of the lane:
+//     a record load per two registers, a popcount and two predicated 2-byte shared loads each;
+//   - nibble order (two n8 tiles, N = 9..16): A and B number a tile's columns so that lane t holds
+//     physical columns 4t..4t+3 (fragment.hpp), a lane's four elements of a row are one nibble of
+//     one bitmap: per tile one record load, and per nibble one popcount, four 2-byte loads, a
+//     table load and two byte permutes. Fewer live registers: the two-tile instance no longer
+//     spills (316 bytes before).
+// B (X^T) fragments come from global memory (X is a few KB and stays in L1/L2) in the same order,
+// loaded one group ahead; N = 1..8 is one n8 tile, so a decoded weight feeds every token for
+// free; 9..16 two tiles.
 #include "kernels/tca_bme/decode.hpp"
 
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -65,8 +71,11 @@ struct WeightArgs {
   int groups_m, groups_k;
 };
 
-// Per-lane constants of the fragment decode: which half of a bitmap the lane reads (rows 0-3 or
-// 4-7 of the 8x8 tile), the bits before its two, and its two bits.
+// ---- the two A-fragment decodes (Config::nibble_order picks one per n8 tile count) -------------
+
+// Pair order (the format's own): register q of lane (g, t) is bitmap q's bits g*8 + 2t, + 1.
+// Per-lane constants: which half of a bitmap the lane reads (rows 0-3 or 4-7 of the 8x8 tile),
+// the bits before its two, and its two bits.
 struct Lane {
   tca_bme_mma::LaneBits bits;  // high half?, shift, bits below
   uint32_t bit0, bit1;         // the lane's two bits
@@ -106,6 +115,29 @@ __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, c
   return r;
 }
 
+// Nibble order (fragment.hpp): lane (g, t) holds physical columns 4t .. 4t+3 of rows g, g + 8.
+// A 2-byte shared-memory load, zero-extended; not volatile, as above.
+__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
+  uint32_t v;
+  asm("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// The lane's two A-fragment registers of one row (columns 4t, 4t+1 | 4t+2, 4t+3) from its record
+// {word, addr} of one bitmap, zero where a bit is clear. `lut` holds the 16 nibble entries. One
+// popcount, four unconditional 2-byte loads (two may read up to two values past the half's own:
+// the stage is followed by more shared memory, and the selectors never pick those bytes), one
+// table load and two byte permutes for four elements.
+__device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr,
+                                            const tca_bme_mma::NibbleLane& nl, const uint2* lut,
+                                            uint32_t& lo, uint32_t& hi) {
+  const uint32_t a = addr + 2u * uint32_t(__popc(word & nl.below));
+  const uint2 e = lut[(word >> nl.shift) & 0xFu];
+  const uint32_t b = a + (e.x >> 16);
+  lo = __byte_perm(lds_u16(a), lds_u16(a + 2), e.x);
+  hi = __byte_perm(lds_u16(b), lds_u16(b + 2), e.y);
+}
+
 // X[row][k], X[row][k+1] as one B-fragment register, zero past K.
 __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int64_t kmax,
                                             bool x_al4) {
@@ -116,13 +148,15 @@ __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int
 }
 
 // The B fragments of column group gk (4 k16 slices x NT n8 tiles x 2 registers): lane (g, t4)
-// holds X[token g (+8)][k, k+1] and [k+8, k+9], k = gk*64 + tk*16 + 2*t4. Interior groups of an
-// aligned X take 8*NT plain 4-byte loads off the lane's row pointer; edge groups check K.
-template <int NT>
+// holds X[token g (+8)][k, k+1] and [k + D, k + D + 1], k = gk*64 + tk*16 + S*t4, with (S, D) =
+// (2, 8) in pair order and (4, 2) in nibble order. Interior groups of an aligned X take 8*NT
+// plain 4-byte loads off the lane's row pointer; edge groups check K.
+template <int NT, bool NIBBLE>
 __device__ __forceinline__ void load_b(uint32_t (&b)[4][NT][2], const tc::XYArgs& a, int64_t gk,
                                        bool x_al4) {
+  constexpr int S = NIBBLE ? 4 : 2, D = NIBBLE ? 2 : 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int64_t k0 = gk * 64 + 2 * t4;
+  const int64_t k0 = gk * 64 + S * t4;
   const bool interior = x_al4 && gk * 64 + 64 <= a.k;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -133,44 +167,60 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[4][NT][2], const tc::XYArgs
 #pragma unroll
       for (int tk = 0; tk < 4; ++tk) {
         b[tk][nt][0] = token < a.n ? __ldg(p + tk * 8) : 0u;
-        b[tk][nt][1] = token < a.n ? __ldg(p + tk * 8 + 4) : 0u;
+        b[tk][nt][1] = token < a.n ? __ldg(p + tk * 8 + D / 2) : 0u;
       }
     } else {
 #pragma unroll
       for (int tk = 0; tk < 4; ++tk) {
         b[tk][nt][0] = token < a.n ? load_x2(xrow, k0 + tk * 16, a.k, x_al4) : 0u;
-        b[tk][nt][1] = token < a.n ? load_x2(xrow, k0 + tk * 16 + 8, a.k, x_al4) : 0u;
+        b[tk][nt][1] = token < a.n ? load_x2(xrow, k0 + tk * 16 + D, a.k, x_al4) : 0u;
       }
     }
   }
 }
 
 // The 16 tensor-core tiles of one group into acc (4 row tiles x NT n8 tiles). `rec` is this
-// lane's view of the group's records ({word, byte offset of the half's first value} of bitmaps
-// 4t .. 4t+3 at rec[2t], rec[2t+1]); the values are in shared memory (SHARED: the offsets are
-// shared-memory addresses) or in global memory at gvals (an oversized group: byte offsets).
+// lane's half of the group's records: rec[j] = {word, byte offset of the half's first value} of
+// bitmaps 2j and 2j + 1. The values are in shared memory (SHARED: the offsets are shared-memory
+// addresses) or in global memory at gvals (an oversized group: byte offsets). Pair order reads
+// all four bitmaps of tile t (rec[2t], rec[2t + 1]); nibble order the two of its columns
+// (rec[2t + pair]: rows 0-7, then 8-15).
 template <class T, int NT, bool SHARED>
 __device__ __forceinline__ void decode_group(const uint16_t* gvals, const uint4* rec,
-                                             const Lane& ln, const uint32_t (&b)[4][NT][2],
+                                             const Lane& ln, const tca_bme_mma::NibbleLane& nl,
+                                             const uint2* lut, const uint32_t (&b)[4][NT][2],
                                              float (&acc)[4][NT][4]) {
+  constexpr bool kNibble = Config::nibble_order(NT);
 #pragma unroll
   for (int tk = 0; tk < 4; ++tk) {
 #pragma unroll
     for (int tm = 0; tm < 4; ++tm) {
       const int t = tm * 4 + tk;  // tc tile, row-major in the group
-      // Records of bitmaps 4t .. 4t+3: two 16-byte loads, the same address for all lanes of a half.
-      const uint4 r01 = rec[2 * t], r23 = rec[2 * t + 1];
-      uint32_t af[4];  // register q <- bitmap q of tile t
-      if constexpr (SHARED) {
-        af[0] = fragment_reg(r01.x, r01.y, ln);
-        af[1] = fragment_reg(r01.z, r01.w, ln);
-        af[2] = fragment_reg(r23.x, r23.y, ln);
-        af[3] = fragment_reg(r23.z, r23.w, ln);
+      uint32_t af[4];  // a0a1: row g, k 2t..; a2a3: row g+8; a4a5: row g, k 2t+8..; a6a7: row g+8
+      if constexpr (kNibble) {
+        const uint4 r = rec[2 * t + nl.pair];  // one 16-byte load, 4 addresses per warp
+        if constexpr (SHARED) {
+          nibble_regs(r.x, r.y, nl, lut, af[0], af[2]);
+          nibble_regs(r.z, r.w, nl, lut, af[1], af[3]);
+        } else {
+          const tca_bme_mma::RegPair p0 = tca_bme_mma::nibble_pair(r.x, r.y / 2, nl, gvals);
+          const tca_bme_mma::RegPair p1 = tca_bme_mma::nibble_pair(r.z, r.w / 2, nl, gvals);
+          af[0] = p0.lo, af[2] = p0.hi, af[1] = p1.lo, af[3] = p1.hi;
+        }
       } else {
-        af[0] = tca_bme_mma::fragment_pair(r01.x, r01.y / 2, ln.bits, gvals);
-        af[1] = tca_bme_mma::fragment_pair(r01.z, r01.w / 2, ln.bits, gvals);
-        af[2] = tca_bme_mma::fragment_pair(r23.x, r23.y / 2, ln.bits, gvals);
-        af[3] = tca_bme_mma::fragment_pair(r23.z, r23.w / 2, ln.bits, gvals);
+        // Records of bitmaps 4t .. 4t+3: two 16-byte loads, one address per half-warp.
+        const uint4 r01 = rec[2 * t], r23 = rec[2 * t + 1];
+        if constexpr (SHARED) {
+          af[0] = fragment_reg(r01.x, r01.y, ln);
+          af[1] = fragment_reg(r01.z, r01.w, ln);
+          af[2] = fragment_reg(r23.x, r23.y, ln);
+          af[3] = fragment_reg(r23.z, r23.w, ln);
+        } else {
+          af[0] = tca_bme_mma::fragment_pair(r01.x, r01.y / 2, ln.bits, gvals);
+          af[1] = tca_bme_mma::fragment_pair(r01.z, r01.w / 2, ln.bits, gvals);
+          af[2] = tca_bme_mma::fragment_pair(r23.x, r23.y / 2, ln.bits, gvals);
+          af[3] = tca_bme_mma::fragment_pair(r23.z, r23.w / 2, ln.bits, gvals);
+        }
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) tc::mma_16816<T>(acc[tm][nt], af, b[tk][nt][0], b[tk][nt][1]);
@@ -232,7 +282,13 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   // The cluster's pieces: first group of warp u (u = 0 .. pieces) and that group's row.
   __shared__ int64_t piece_start[kMaxPieces + 1];
   __shared__ int piece_row[kMaxPieces + 1];
+  __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble (nibble order)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x < 16) {
+    const tca_bme_mma::NibbleEntry e = tca_bme_mma::nibble_entry(threadIdx.x);
+    lut[threadIdx.x] = make_uint2(e.x, e.y);
+  }
+  __syncthreads();
   int blocks = 1, rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   blocks = int(cg::this_cluster().num_blocks());
@@ -284,9 +340,11 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     n_val[S] = nv;
   };
 
-  const Lane ln = lane_constants(lane);
-  // The lane's half of the records: bitmap j's {word, first value index} at element j.
-  const uint4* my_rec = rec_lo + (ln.bits.high ? 32 : 0);
+  const Lane ln = lane_constants(lane);                                 // pair order
+  const tca_bme_mma::NibbleLane nl = tca_bme_mma::nibble_lane(lane);  // nibble order
+  // The lane's half of the records (rows 0-3 or 4-7 of each 8x8 bitmap: g < 4 or not, in both
+  // orders): bitmaps 2j, 2j+1's {word, first value address} at element j.
+  const uint4* my_rec = rec_lo + ((lane >> 2) >= 4 ? 32 : 0);
   float acc[4][NT][4];  // the row being summed
   zero(acc);
   int64_t row = g_first / gk_count, gk = g_first % gk_count;
@@ -318,12 +376,13 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     // B fragments of the next group, loaded while this one decodes.
     int64_t gk_next = gk + 1, row_next = row;
     if (gk_next == gk_count) gk_next = 0, ++row_next;
-    if (i + 1 < count) load_b(b[1 - S], a, gk_next, x_al4);
+    if (i + 1 < count) load_b<NT, Config::nibble_order(NT)>(b[1 - S], a, gk_next, x_al4);
     __syncwarp();
     if (n_val[S] <= uint32_t(cap)) {
-      decode_group<T, NT, true>(nullptr, my_rec, ln, b[S], acc);
+      decode_group<T, NT, true>(nullptr, my_rec, ln, nl, lut, b[S], acc);
     } else {
-      decode_group<T, NT, false>(w.values + first_val[S], my_rec, ln, b[S], acc);
+      decode_group<T, NT, false>(w.values + first_val[S], my_rec, ln, nl, lut, b[S],
+                                  acc);
     }
     __syncwarp();  // records and this stage are rewritten next
     if (i + 1 < count && row_next != row) {
@@ -341,7 +400,7 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
 
   if (count > 0) {
     issue(0, std::integral_constant<int, 0>{});
-    load_b(b[0], a, gk, x_al4);
+    load_b<NT, Config::nibble_order(NT)>(b[0], a, gk, x_al4);
   }
   tc::cp_async_commit();
   for (int i = 0; i < count; i += 2) {
@@ -476,6 +535,16 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
                             "tca_bme.decode", w, a, clusters, plan.cap, x_al4);
 }
 
+// SPARROW_TCA_ONE_TOKEN=0|1: never / always run the one-token kernel at N = 1 (experiments; read
+// once; unset: use_one_token_kernel).
+int one_token_override() {
+  static const int v = [] {
+    const char* e = std::getenv("SPARROW_TCA_ONE_TOKEN");
+    return e ? std::atoi(e) : -1;
+  }();
+  return v;
+}
+
 template <class T>
 Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
@@ -493,7 +562,8 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
     a.m = int(m.shape.rows);
     a.k = int(m.shape.cols);
     a.accumulate = p.opt.accumulate;
-    if (a.n == 1 && use_one_token_kernel(m.groups(), d.sm_count)) {
+    const int forced = one_token_override();
+    if (a.n == 1 && (forced < 0 ? use_one_token_kernel(m.groups(), d.sm_count) : forced == 1)) {
       SPARROW_RETURN_IF_ERROR(tca_bme_one_token::launch<T>(
           m, reinterpret_cast<const T*>(a.x), static_cast<T*>(a.y),
           static_cast<const T*>(a.bias), a.accumulate, d.sm_count, stream));

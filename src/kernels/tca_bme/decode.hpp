@@ -21,6 +21,11 @@ struct Config {
   static constexpr int kTilePitch = 64 + 4;       // floats per row of an epilogue tile
   // Warps per block (one block per SM): 16 with one n8 tile; 8 with two (twice the accumulators).
   static constexpr int warps(int n_tiles) { return n_tiles == 1 ? 16 : 8; }
+  // The A-fragment decode (decode.cu): nibble order with two n8 tiles, pair order with one.
+  // Measured on the H100 (2026-11-24, bench/NOTES-decode.md session 11) against the pair decode,
+  // on the four Llama shapes at 50-90 %: N = 16 0.76-0.91x the time (median 0.80); N = 8
+  // 1.08-1.16x at 50 %, 0.97-1.05x at 70-90 % (nibble order in both, call 1).
+  static constexpr bool nibble_order(int n_tiles) { return n_tiles == 2; }
   // A warp decodes one group in ~6 us of wall time while 15 others share its SM (H100, 2026-11-23),
   // so a weight that gives the warps only a few groups each is latency-bound in the streaming
   // kernel. At N = 1 and fewer than this many groups per warp the one-token CUDA-core kernel

@@ -78,4 +78,68 @@ SPARROW_HD void group_records(const uint64_t* bitmaps, HalfRecord* records) {
   }
 }
 
+// ---- tca_bme.decode's nibble order --------------------------------------------------------------
+// The mma sums over k, so A and B may number a tile's 16 columns in any order they agree on (the
+// trick of dense.gemv). tca_bme.decode gives lane (g, t) the physical columns 4t .. 4t+3: k slots
+// 2t, 2t+1 (registers a0a1 / a2a3) are columns 4t, 4t+1 and slots 2t+8, 2t+9 (a4a5 / a6a7) are
+// 4t+2, 4t+3, in A and B alike. The lane's four elements of row g (and g + 8) are then one nibble of
+// one bitmap row: bitmap 2 * (t / 2) (rows 0-7) or the next one (rows 8-15), bits
+// (g % 4) * 8 + (t % 2) * 4 .. + 3 of the half g / 4. One popcount locates the nibble's values
+// (they are consecutive), where fragment_pair needs one per two elements.
+struct NibbleLane {
+  bool high;       // the lane's nibble is in the high half (rows 4-7 of the 8x8 bitmap)
+  int shift;       // position of the nibble within its half
+  uint32_t below;  // mask of the bits before it within its half
+  int pair;        // the lane reads bitmaps 2 * pair (rows 0-7) and 2 * pair + 1 (rows 8-15)
+};
+SPARROW_HD NibbleLane nibble_lane(int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const int shift = (g & 3) * 8 + (t & 1) * 4;
+  return {g >= 4, shift, (1u << shift) - 1u, t >> 1};
+}
+
+// The two registers {columns 4t, 4t+1 | 4t+2, 4t+3} of one row from the lane's half `word` of a
+// bitmap whose first value in that half is values[base]. Reads only the values of set bits (the
+// reference, and the kernel's path for values in global memory).
+struct RegPair {
+  uint32_t lo, hi;
+};
+SPARROW_HD RegPair nibble_pair(uint32_t word, uint32_t base, NibbleLane nl,
+                               const uint16_t* values) {
+  uint32_t pos = base + popcount32(word & nl.below);
+  const uint32_t nib = (word >> nl.shift) & 0xFu;
+  uint32_t e[4];
+  for (int i = 0; i < 4; ++i) e[i] = (nib >> i) & 1u ? values[pos++] : 0u;
+  return {e[0] | (e[1] << 16), e[2] | (e[3] << 16)};
+}
+
+// The shared-memory path builds the same registers with one byte permute each: a bit pair f (bit
+// 0: the even column is set, bit 1: the odd one) whose values start at p is permuted out of
+// v = values[p] and v' = values[p + 1], each zero-extended to 32 bits (loaded whatever f is); the
+// low pair starts at the nibble's first value, the high pair popcount(nib & 3) later. The selector
+// takes byte 2 of v (always zero) for a clear bit and reads v' only when f == 3:
+// f = 0 -> 0x2222, 1 -> 0x2210, 2 -> 0x1022, 3 -> 0x5410.
+SPARROW_HD uint32_t pair_selector(uint32_t f) {
+  return f == 0 ? 0x2222u : f == 1 ? 0x2210u : f == 2 ? 0x1022u : 0x5410u;
+}
+// The table a nibble indexes: x = the low pair's selector | (2 * values in the low pair) << 16 (a
+// byte distance; a byte permute reads only the selector's low 16 bits), y = the high pair's.
+struct NibbleEntry {
+  uint32_t x, y;
+};
+SPARROW_HD NibbleEntry nibble_entry(uint32_t nib) {
+  return {pair_selector(nib & 3u) | ((2u * popcount32(nib & 3u)) << 16), pair_selector(nib >> 2)};
+}
+// __byte_perm(a, b, s) on the host: byte i of the result is byte s[4i+2 : 4i] of {a, b}.
+SPARROW_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t src = uint64_t(a) | (uint64_t(b) << 32);
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= uint32_t((src >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
 }  // namespace sparrow::kernels::tca_bme_mma
