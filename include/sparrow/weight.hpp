@@ -39,7 +39,9 @@ Location location_of(const Weight& w);
 
 // Stacks host weights of one format, dtype and column count along the rows (M): the result is
 // the weight of the matrix [parts[0]; parts[1]; ...], built from the encoded arrays without
-// decoding (dense, csr, macko). Tiled formats (tca_bme, tiled_csl, nm) return `unsupported`.
+// decoding (dense, csr, macko; tca_bme when every part but the last has a multiple of 64 rows,
+// otherwise tca_bme parts are decoded, stacked and encoded again). tiled_csl and nm return
+// `unsupported`.
 Result<Weight> concat_rows(const std::vector<const Weight*>& parts);
 bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this format
 

@@ -23,8 +23,8 @@ struct Config {
   static constexpr int warps(int n_tiles) { return n_tiles == 1 ? 16 : 8; }
   // The A-fragment decode (decode.cu): nibble order with two n8 tiles, pair order with one.
   // Measured on the H100 (2026-11-24, bench/NOTES-decode.md session 11) against the pair decode,
-  // on the four Llama shapes at 50-90 %: N = 16 0.76-0.91x the time (median 0.80); N = 8
-  // 1.08-1.16x at 50 %, 0.97-1.05x at 70-90 % (nibble order in both, call 1).
+  // on the four Llama shapes at 50-90 %: N = 16 0.75-0.91x the time (median 0.80); N = 8
+  // 1.08-1.14x at 50 %, 0.98-1.03x at 70-90 % (when both ran the nibble order).
   static constexpr bool nibble_order(int n_tiles) { return n_tiles == 2; }
   // A warp decodes one group in ~6 us of wall time while 15 others share its SM (H100, 2026-11-23),
   // so a weight that gives the warps only a few groups each is latency-bound in the streaming
