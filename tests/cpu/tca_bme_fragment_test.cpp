@@ -59,36 +59,58 @@ void check_fragments(const HostMatrix& w) {
   }
 }
 
-// tca_bme.decode's per-group records: fragment_pair from record 2j + high must give the same
-// registers as the dense matrix, for every tile, lane and register.
-void check_records(const HostMatrix& w) {
+// One tca_bme group as tca_bme.decode sees it: its records (built as the kernel builds them) and
+// its values.
+struct GroupView {
+  int64_t gm = 0, gk = 0;
+  kernels::tca_bme_mma::HalfRecord rec[128];
+  const uint16_t* values = nullptr;
+  uint32_t count = 0;  // values of the group
+};
+
+// Encodes w as tca_bme and calls visit(group) for every group, stopping at a fatal failure.
+template <class F>
+void for_each_group(const HostMatrix& w, F&& visit) {
   auto enc = tca_bme::encode(w.view());
   ASSERT_TRUE(enc.ok()) << enc.status().to_string();
   const tca_bme::Matrix& m = enc.value();
-  const uint16_t* dense = static_cast<const uint16_t*>(w.data());
   for (int64_t grp = 0; grp < m.groups(); ++grp) {
-    const int64_t gm = grp / m.groups_k, gk = grp % m.groups_k;
-    kernels::tca_bme_mma::HalfRecord rec[128];
-    kernels::tca_bme_mma::group_records(m.bitmaps.host().data() + grp * 64, rec);
-    const uint16_t* vs = m.values.host().data() + m.group_offsets.host()[size_t(grp)];
+    GroupView g;
+    g.gm = grp / m.groups_k, g.gk = grp % m.groups_k;
+    kernels::tca_bme_mma::group_records(m.bitmaps.host().data() + grp * 64, g.rec);
+    const uint32_t first = m.group_offsets.host()[size_t(grp)];
+    g.values = m.values.host().data() + first;
+    g.count = m.group_offsets.host()[size_t(grp) + 1] - first;
+    visit(g);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// The element of W at (row, col), zero in the padding beyond M x K.
+uint16_t dense_at(const HostMatrix& w, int64_t row, int64_t col) {
+  const uint16_t* dense = static_cast<const uint16_t*>(w.data());
+  return row < w.rows() && col < w.cols() ? dense[row * w.cols() + col] : uint16_t(0);
+}
+
+// tca_bme.decode's per-group records: fragment_pair from record 2j + high must give the same
+// registers as the dense matrix, for every tile, lane and register.
+void check_records(const HostMatrix& w) {
+  for_each_group(w, [&](const GroupView& g) {
     for (int t = 0; t < 16; ++t)
       for (int lane = 0; lane < 32; ++lane) {
         const auto lb = kernels::tca_bme_mma::lane_bits(lane);
         for (int q = 0; q < 4; ++q) {
-          const auto& r = rec[2 * (4 * t + q) + int(lb.high)];
-          const uint32_t reg = kernels::tca_bme_mma::fragment_pair(r.word, r.base, lb, vs);
-          const int64_t row = gm * 64 + (t / 4) * 16 + (q & 1) * 8 + lane / 4;
-          const int64_t col = gk * 64 + (t % 4) * 16 + (q >> 1) * 8 + (lane % 4) * 2;
+          const auto& r = g.rec[2 * (4 * t + q) + int(lb.high)];
+          const uint32_t reg = kernels::tca_bme_mma::fragment_pair(r.word, r.base, lb, g.values);
+          const int64_t row = g.gm * 64 + (t / 4) * 16 + (q & 1) * 8 + lane / 4;
+          const int64_t col = g.gk * 64 + (t % 4) * 16 + (q >> 1) * 8 + (lane % 4) * 2;
           for (int h = 0; h < 2; ++h) {
-            const uint16_t expect = (row < w.rows() && col + h < w.cols())
-                                        ? dense[row * w.cols() + col + h]
-                                        : uint16_t(0);
-            ASSERT_EQ(uint16_t(reg >> (16 * h)), expect)
-                << "group " << grp << " tile " << t << " lane " << lane << " q " << q;
+            ASSERT_EQ(uint16_t(reg >> (16 * h)), dense_at(w, row, col + h))
+                << "group " << g.gm << "," << g.gk << " tile " << t << " lane " << lane << " q " << q;
           }
         }
       }
-  }
+  });
 }
 
 // tca_bme.decode's nibble order: for every tile and lane, the two registers of each of the lane's
@@ -99,54 +121,42 @@ void check_records(const HostMatrix& w) {
 // permutes.
 void check_nibbles(const HostMatrix& w) {
   namespace f = kernels::tca_bme_mma;
-  auto enc = tca_bme::encode(w.view());
-  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
-  const tca_bme::Matrix& m = enc.value();
-  const uint16_t* dense = static_cast<const uint16_t*>(w.data());
-  for (int64_t grp = 0; grp < m.groups(); ++grp) {
-    const int64_t gm = grp / m.groups_k, gk = grp % m.groups_k;
-    f::HalfRecord rec[128];
-    f::group_records(m.bitmaps.host().data() + grp * 64, rec);
-    const uint32_t first = m.group_offsets.host()[size_t(grp)];
-    const uint32_t count = m.group_offsets.host()[size_t(grp) + 1] - first;
+  for_each_group(w, [&](const GroupView& g) {
     // The stage as the kernel sees it: the group's values, then other bytes (here 0xBEEF).
-    std::vector<uint16_t> stage(m.values.host().begin() + first,
-                                m.values.host().begin() + first + count);
-    stage.resize(count + 4, 0xBEEF);
+    std::vector<uint16_t> stage(g.values, g.values + g.count);
+    stage.resize(g.count + 4, 0xBEEF);
     for (int t = 0; t < 16; ++t)
       for (int lane = 0; lane < 32; ++lane) {
         const f::NibbleLane nl = f::nibble_lane(lane);
         for (int half = 0; half < 2; ++half) {  // rows 0-7 / 8-15 of the tile: bitmap 2 pair + half
-          const auto& r = rec[2 * (4 * t + 2 * nl.pair + half) + int(nl.high)];
+          const auto& r = g.rec[2 * (4 * t + 2 * nl.pair + half) + int(nl.high)];
           const f::RegPair ref = f::nibble_pair(r.word, r.base, nl, stage.data());
           const uint32_t a = r.base + f::popcount32(r.word & nl.below);
           const f::NibbleEntry e = f::nibble_entry((r.word >> nl.shift) & 0xFu);
           const uint32_t b = a + (e.x >> 16) / 2;
           const uint32_t nib = (r.word >> nl.shift) & 0xFu;
-          auto pair = [&](uint32_t f, uint32_t p, uint32_t sel) {
+          auto pair = [&](uint32_t bits, uint32_t p, uint32_t sel) {
             const uint32_t v = stage[p];
-            const uint32_t v2 = f == 3 ? stage[p + 1] : 0xDEADBEEFu;
+            const uint32_t v2 = bits == 3 ? stage[p + 1] : 0xDEADBEEFu;
             return f::byte_perm(v, v2, sel);
           };
           const uint32_t lo = pair(nib & 3u, a, e.x);
           const uint32_t hi = pair(nib >> 2, b, e.y);
-          const int64_t row = gm * 64 + (t / 4) * 16 + half * 8 + lane / 4;
-          const int64_t col = gk * 64 + (t % 4) * 16 + (lane % 4) * 4;
+          const int64_t row = g.gm * 64 + (t / 4) * 16 + half * 8 + lane / 4;
+          const int64_t col = g.gk * 64 + (t % 4) * 16 + (lane % 4) * 4;
           for (int i = 0; i < 4; ++i) {
-            const uint16_t expect = (row < w.rows() && col + i < w.cols())
-                                        ? dense[row * w.cols() + col + i]
-                                        : uint16_t(0);
-            const uint32_t want_reg = i < 2 ? ref.lo : ref.hi;
-            const uint32_t got_reg = i < 2 ? lo : hi;
-            ASSERT_EQ(uint16_t(want_reg >> (16 * (i & 1))), expect)
-                << "group " << grp << " tile " << t << " lane " << lane << " half " << half;
-            ASSERT_EQ(uint16_t(got_reg >> (16 * (i & 1))), expect)
-                << "group " << grp << " tile " << t << " lane " << lane << " half " << half
-                << " (predicated loads and byte permutes)";
+            const uint16_t expect = dense_at(w, row, col + i);
+            const int sh = 16 * (i & 1);
+            ASSERT_EQ(uint16_t((i < 2 ? ref.lo : ref.hi) >> sh), expect)
+                << "group " << g.gm << "," << g.gk << " tile " << t << " lane " << lane
+                << " half " << half;
+            ASSERT_EQ(uint16_t((i < 2 ? lo : hi) >> sh), expect)
+                << "group " << g.gm << "," << g.gk << " tile " << t << " lane " << lane
+                << " half " << half << " (window loads and byte permutes)";
           }
         }
       }
-  }
+  });
 }
 
 }  // namespace
@@ -164,7 +174,7 @@ TEST(TcaBmeFragment, NibbleOrderGivesTheDenseElements) {
 // clear bits, whatever a pair's second value holds when the pair does not use it.
 TEST(TcaBmeFragment, NibbleTableCoversAllSixteenPatterns) {
   namespace f = kernels::tca_bme_mma;
-  const uint16_t window[6] = {0x1111, 0x2222, 0x3333, 0x4444, 0xFFFF, 0xFFFF};
+  const uint16_t window[6] = {0x1201, 0x3423, 0x5645, 0x7867, 0x9A89, 0xBCAB};  // distinct bytes
   for (uint32_t nib = 0; nib < 16; ++nib) {
     const f::NibbleEntry e = f::nibble_entry(nib);
     const uint32_t step = (e.x >> 16) / 2;
