@@ -2,8 +2,8 @@
 // can run q/k/v (or gate/up) as one matmul over a taller matrix. Formats whose layout is rows
 // end to end (dense, csr, macko) are joined array by array. tca_bme stores 64-row group rows one
 // after another, so parts whose rows are multiples of 64 (all but the last) are joined the same
-// way; other row counts are decoded, stacked and encoded again (exact, slower). tiled_csl returns
-// `unsupported` and callers keep the parts separate.
+// way; other row counts are decoded, stacked and encoded again (exact, slower). tiled_csl and nm
+// return `unsupported` and callers keep the parts separate.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

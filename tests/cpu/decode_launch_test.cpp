@@ -122,9 +122,9 @@ TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {
   // A device with little shared memory still gets the smallest stage.
   EXPECT_EQ(tca_bme_decode::stage_values(16, 8, 48 * 1024), 64);
   // 16 warps x 8-token first-row tiles (68 floats a token), then 16 warps x (two stages of
-  // 512 B bitmaps + 2 B per value, 1 KB records); all of it fits the block.
+  // 512 B bitmaps + 2 B per value + a 16 B tail, 1 KB records); all of it fits the block.
   EXPECT_EQ(tca_bme_decode::shared_bytes(2432, 16, 8),
-            size_t(16 * 8 * 68 * 4 + 16 * (2 * (512 + 2 * 2432) + 1024)));
+            size_t(16 * 8 * 68 * 4 + 16 * (2 * (512 + 2 * 2432 + 16) + 1024)));
   EXPECT_LE(tca_bme_decode::shared_bytes(2560, 16, 8), size_t(h100));
   EXPECT_LE(tca_bme_decode::shared_bytes(4096, 8, 16), size_t(h100));
   // Tiny stages: the last-row tiles set the size of the stage region.

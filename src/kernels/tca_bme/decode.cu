@@ -125,9 +125,9 @@ __device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
 
 // The lane's two A-fragment registers of one row (columns 4t, 4t+1 | 4t+2, 4t+3) from its record
 // {word, addr} of one bitmap, zero where a bit is clear. `lut` holds the 16 nibble entries. One
-// popcount, four unconditional 2-byte loads (two may read up to two values past the half's own:
-// the stage is followed by more shared memory, and the selectors never pick those bytes), one
-// table load and two byte permutes for four elements.
+// popcount, four unconditional 2-byte loads (two may read up to two values past the half's own,
+// inside the stage's tail at the group's end; the selectors never pick those bytes), one table
+// load and two byte permutes for four elements.
 __device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr,
                                             const tca_bme_mma::NibbleLane& nl, const uint2* lut,
                                             uint32_t& lo, uint32_t& hi) {
@@ -305,11 +305,12 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   const int64_t g_first = row0 * gk_count + begin;  // global index of this warp's first group
 
   // Shared memory: (W, kTile) first-row tiles | per warp kStages x [bitmaps (64) u64 |
-  // values (cap) u16] and its records (2, 64) {word, first value index}, half h of bitmap j at
-  // 512 h + 8 j. After the main loop the stage region holds the (W, kTile) last-row tiles.
+  // values (cap) u16 | tail (kValueTailBytes)] and its records (2, 64) {word, first value
+  // index}, half h of bitmap j at 512 h + 8 j. After the main loop the stage region holds the
+  // (W, kTile) last-row tiles.
   float* firsts = reinterpret_cast<float*>(smem);
   unsigned char* stages = smem + W * kTile * sizeof(float);
-  const uint32_t stage_bytes = Config::kBitmapBytes + uint32_t(cap) * 2;
+  const uint32_t stage_bytes = Config::kBitmapBytes + uint32_t(cap) * 2 + Config::kValueTailBytes;
   const uint32_t mine = tc::smem_addr(stages) +
                         uint32_t(warp) * (Config::kStages * stage_bytes + Config::kRecordBytes);
   const uint32_t stages_addr = tc::smem_addr(stages);
@@ -584,14 +585,16 @@ int stage_values(int warps, int tokens, int smem_per_block) {
   const int64_t per_warp = int64_t(std::max(smem_per_block, 0)) / std::max(warps, 1) -
                            int64_t(tokens) * Config::kTilePitch * 4;
   const int64_t fits =
-      ((per_warp - Config::kRecordBytes) / Config::kStages - Config::kBitmapBytes) / 2 / 64 * 64;
+      ((per_warp - Config::kRecordBytes) / Config::kStages - Config::kBitmapBytes -
+       Config::kValueTailBytes) / 2 / 64 * 64;
   return int(std::clamp<int64_t>(fits, 64, Config::kMaxGroupValues));
 }
 
 size_t shared_bytes(int stage_values, int warps, int tokens) {
   const size_t tiles = size_t(warps) * size_t(tokens) * Config::kTilePitch * sizeof(float);
   const size_t stages =
-      size_t(warps) * (Config::kStages * (Config::kBitmapBytes + size_t(stage_values) * 2) +
+      size_t(warps) * (Config::kStages * (Config::kBitmapBytes + size_t(stage_values) * 2 +
+                                          Config::kValueTailBytes) +
                        Config::kRecordBytes);
   return tiles + std::max(stages, tiles);
 }

@@ -17,6 +17,10 @@ struct Config {
   static constexpr int kMaxClusterBlocks = 8;     // portable thread-block cluster size
   static constexpr int kBitmapBytes = 64 * 8;     // (64) uint64 per group
   static constexpr int kRecordBytes = 128 * 8;    // (128) half-bitmap records per warp
+  // After a stage's values: the nibble decode's window loads read up to two values (4 bytes)
+  // past a group's last one; the tail keeps them inside the stage (not in the other stage, which
+  // cp.async may be filling) and the next stage 16-byte aligned.
+  static constexpr int kValueTailBytes = 16;
   static constexpr int kMaxGroupValues = 64 * 64; // a dense group
   static constexpr int kTilePitch = 64 + 4;       // floats per row of an epilogue tile
   // Warps per block (one block per SM): 16 with one n8 tile; 8 with two (twice the accumulators).
