@@ -9,10 +9,7 @@ within 0.1) and reports:
   * format choice: pick_format's format (dense unless a sparse kernel's cell is > 1x cuBLAS) vs
     the fastest of all candidates on this shape.
 With the table generated from the same CSVs this is an in-sample check: it shows how much a
-per-(format, N, sparsity) table loses by ignoring the shape. The one shape rule matmul applies on
-top of the table is replayed too: tca_bme.decode is passed over at N >= 2 for weights with fewer
-than 3 x 16 x (SMs, from the CSV's "# gpu:" line) 64x64 groups (src/kernels/tca_bme/decode.hpp,
-kFewTokensMinGroupsPerWarp and warps(1); keep the two in step).
+per-(format, N, sparsity) table loses by ignoring the shape.
 
 usage: scripts/check_dispatch.py TABLE.inc FILE.csv [FILE.csv ...]
 """
@@ -32,16 +29,7 @@ def load_cells(path):
     return cells
 
 
-def suits(kernel, shape, n, sm_count):
-    """KernelInfo::suits of the C++ dispatcher (tca_bme_decode::streams_enough)."""
-    if kernel != "tca_bme.decode" or n <= 1 or not sm_count:
-        return True
-    m, k = (int(v) for v in shape.split("x"))
-    groups = ((m + 63) // 64) * ((k + 63) // 64)
-    return groups >= 3 * 16 * sm_count
-
-
-def pick_kernel(cells, fmt, n, s, shape=None, sm_count=0):
+def pick_kernel(cells, fmt, n, s):
     own = [c for c in cells if c[0] == fmt]
     if not own:
         return None, 0.0
@@ -53,22 +41,14 @@ def pick_kernel(cells, fmt, n, s, shape=None, sm_count=0):
     ds = min(abs(c[3] - s) for c in at_n)
     if ds > 0.1:
         return None, 0.0
-    near = [c for c in at_n if abs(c[3] - s) == ds and (shape is None or suits(c[1], shape, n, sm_count))]
-    if not near:
-        return None, 0.0
-    c = max(near, key=lambda c: c[4])
+    c = max((c for c in at_n if abs(c[3] - s) == ds), key=lambda c: c[4])
     return c[1], c[4]
 
 
 def main():
     cells = load_cells(sys.argv[1])
     rows = defaultdict(list)
-    sm_count = 0
     for path in sys.argv[2:]:
-        for l in open(path):
-            m = re.match(r"# gpu: .*?(\d+) SMs", l)
-            if m:
-                sm_count = int(m[1])
         lines = [l for l in open(path) if not l.startswith("#")]
         for r in csv.DictReader(lines):
             if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith(("cusparse", "matmul")):
@@ -81,7 +61,7 @@ def main():
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
-            kname, _ = pick_kernel(cells, fmt, n, s, shape, sm_count)
+            kname, _ = pick_kernel(cells, fmt, n, s)
             if kname is None or kname not in own or len(own) < 2:
                 continue
             k_total += 1
@@ -91,7 +71,7 @@ def main():
                 misses.append(f"kernel {key} {fmt}: picked {kname} {own[kname]:.1f} us, best {min(own, key=own.get)} {min(own.values()):.1f} us")
         best_fmt, best_sp = "dense", 1.0
         for fmt in ("csr", "macko", "tca_bme", "tiled_csl"):
-            kname, sp = pick_kernel(cells, fmt, n, s, shape, sm_count)
+            kname, sp = pick_kernel(cells, fmt, n, s)
             if kname and sp > best_sp:
                 best_fmt, best_sp, best_k = fmt, sp, kname
         chosen = "dense.cublas" if best_fmt == "dense" else best_k

@@ -1,10 +1,7 @@
 // How sparrow chooses: which kernel `matmul` runs for a weight (per format and N), and which
 // format a layer should be stored in. Both come from a shipped rule table of measurements
 // (src/dispatch/rule_table_data.inc, generated from `sparrow bench` CSV by
-// scripts/make_rule_table.py), and every choice carries the reason it was made. A cell is a median
-// over the benchmarked shapes; where a kernel loses on weights of some size (KernelInfo::suits:
-// tca_bme.decode at N >= 2 on weights too small for its streaming wave), matmul passes it over
-// for such a weight. pick_kernel and pick_format, which see no weight, do not.
+// scripts/make_rule_table.py), and every choice carries the reason it was made.
 #pragma once
 
 #include <string>

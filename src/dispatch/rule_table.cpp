@@ -68,7 +68,6 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, const Weight* w = nu
     const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
     if (k == nullptr) continue;  // measured, not in this build
     if (!usable(*k, w, workspace_bytes)) continue;
-    if (w != nullptr && k->suits != nullptr && !k->suits(*w, n)) continue;  // wrong size for it
     if (!best || c.speedup > best->speedup) best = &c;
   }
   return best;

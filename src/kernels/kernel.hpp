@@ -28,10 +28,6 @@ struct WorkspaceNeed {
 using WorkspaceFn = WorkspaceNeed (*)(const Weight&);
 // Whether the kernel honours MatmulOptions::input_rms for this weight at N tokens.
 using InputRmsFn = bool (*)(const Weight&, int64_t n);
-// Whether the rule table's cells (medians over the benchmarked shapes) speak for this weight at N
-// tokens: false where the kernel was measured slower than the format's other kernels on weights
-// of this size, so matmul passes it over.
-using SuitsFn = bool (*)(const Weight&, int64_t n);
 
 struct KernelInfo {
   const char* name;  // unique, "<format>.<kernel>": "dense.gemv", "dense.cublas", "macko.warp_row"
@@ -40,7 +36,6 @@ struct KernelInfo {
   RunFn run;
   WorkspaceFn workspace = nullptr;  // null: needs none
   InputRmsFn input_rms = nullptr;   // null: never takes MatmulOptions::input_rms
-  SuitsFn suits = nullptr;          // null: its cells speak for every weight
 };
 
 // Whether kernel k takes MatmulOptions::input_rms for w at N = n.

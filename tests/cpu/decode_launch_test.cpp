@@ -82,18 +82,6 @@ TEST(DecodeLaunch, TcaBmeWarpPiecesCoverEveryGroupOnce) {
   EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 16), 172);
 }
 
-// At N >= 2 matmul passes tca_bme.decode over for weights with fewer than 3 groups per warp of
-// the streaming kernel's wave (132 SMs x 16 warps x 3 = 6336 groups): 4096 x 4096 (4096 groups)
-// goes to tca_bme.mma, 11008 x 4096 (11008) stays; N = 1 is always the launcher's own choice.
-TEST(DecodeLaunch, TcaBmeStreamingKernelAtFewTokensNeedsGroups) {
-  EXPECT_FALSE(tca_bme_decode::streams_enough(64 * 64, 8, 132));
-  EXPECT_TRUE(tca_bme_decode::streams_enough(172 * 64, 8, 132));
-  EXPECT_TRUE(tca_bme_decode::streams_enough(64 * 64, 1, 132));
-  EXPECT_FALSE(tca_bme_decode::streams_enough(6335, 2, 132));
-  EXPECT_TRUE(tca_bme_decode::streams_enough(6336, 16, 132));
-  EXPECT_TRUE(tca_bme_decode::streams_enough(6335, 2, 100));  // fewer SMs, fewer warps to feed
-}
-
 TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
   // 132 SMs x 16 warps x 8 groups = 16896 groups: 4096 x 11008 (11008 groups) runs the one-token
   // kernel at N = 1, 28672 x 8192 (57344 groups) the streaming kernel.

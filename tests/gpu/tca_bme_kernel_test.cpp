@@ -2,7 +2,6 @@
 // plus the cases its two kernels split on: the streaming kernel at N = 1 (a weight with enough
 // groups for every warp of a wave), a group denser than a stage (decoded from global memory),
 // and few group rows split over many clusters.
-#include "dispatch/choose.hpp"
 #include "gpu/decode_kernel_checks.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/tca_bme/decode.hpp"
@@ -34,27 +33,4 @@ TEST(TcaBmeDecode, DenseGroupsAndFewGroupRows) {
   // One group row, many groups along K: the row is split over many warps and clusters.
   const Weight wide = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, 40, 30000, 0.7, 25));
   test::expect_all_n(k, wide, {2, 5, 16}, "tca_bme 40x30000 s=0.7", 26);
-}
-
-// matmul's choice for tca_bme weights at N >= 2 follows the weight's size on this GPU
-// (tca_bme_decode::suits): tca_bme.mma where the streaming kernel's warps would get fewer than
-// kFewTokensMinGroupsPerWarp groups, tca_bme.decode from there on and at N = 1 always.
-TEST(TcaBmeDecode, MatmulPassesItOverForSmallWeightsAtFewTokens) {
-  auto dev = kernels::current_device_info();
-  ASSERT_TRUE(dev.ok());
-  const int64_t wave = int64_t(kernels::tca_bme_decode::Config::kFewTokensMinGroupsPerWarp) *
-                       kernels::tca_bme_decode::Config::warps(1) * dev.value().sm_count;
-  const int64_t k = 4096, small_m = 64 * std::max<int64_t>(1, wave / 64 / 2);
-  const int64_t large_m = 64 * (wave / 64 + 1);
-  const Weight small = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, small_m, k, 0.5, 31));
-  const Weight large = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, large_m, k, 0.5, 32));
-  for (int64_t n : {2, 8, 16}) {
-    const kernels::KernelInfo* ks = choose_kernel(small, n, 0);
-    const kernels::KernelInfo* kl = choose_kernel(large, n, 0);
-    ASSERT_NE(ks, nullptr);
-    ASSERT_NE(kl, nullptr);
-    EXPECT_STREQ(ks->name, "tca_bme.mma") << small_m << " rows, N=" << n;
-    EXPECT_STREQ(kl->name, "tca_bme.decode") << large_m << " rows, N=" << n;
-  }
-  EXPECT_STREQ(choose_kernel(small, 1, 0)->name, "tca_bme.decode");
 }

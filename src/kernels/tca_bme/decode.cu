@@ -599,18 +599,6 @@ size_t shared_bytes(int stage_values, int warps, int tokens) {
   return tiles + std::max(stages, tiles);
 }
 
-bool streams_enough(int64_t groups, int64_t n, int sm_count) {
-  return n <= 1 ||
-         groups >= int64_t(Config::kFewTokensMinGroupsPerWarp) * Config::warps(1) * sm_count;
-}
-
-bool suits(const Weight& w, int64_t n) {
-  if (format_of(w) != Format::tca_bme) return false;
-  const Result<DeviceInfo> d = current_device_info();
-  if (!d.ok()) return true;
-  return streams_enough(std::get<tca_bme::Matrix>(w).groups(), n, d.value().sm_count);
-}
-
 bool use_one_token_kernel(int64_t groups, int sm_count) {
   return groups < int64_t(Config::kStreamMinGroupsPerWarp) * Config::warps(1) * sm_count;
 }

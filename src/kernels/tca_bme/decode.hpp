@@ -36,13 +36,6 @@ struct Config {
   // (one_token.hpp) is faster: measured 12.7 vs 22.9 us on 4096x4096, 28.2 vs 36.6 on 4096x11008
   // (50 %); the streaming kernel from 27 groups per warp on (28672x8192: 116 vs 183 us).
   static constexpr int kStreamMinGroupsPerWarp = 8;
-  // At N = 2..16 the streaming kernel has no one-token kernel to hand small weights to, and with
-  // few groups per warp tca_bme.mma is faster: on the H100 (2026-11-24, bench-random) 4096x4096
-  // (1.9 groups per warp of the wave) ran tca_bme.mma 0.76-0.99x the streaming kernel's time at
-  // every N = 2..16 and 50-90 %, while 11008x4096 and 4096x11008 (5.2) ran the streaming kernel
-  // 0.67-0.99x tca_bme.mma's. matmul passes it over below this many groups per warp (`suits`;
-  // between the two measured sizes, not measured itself).
-  static constexpr int kFewTokensMinGroupsPerWarp = 3;
 };
 
 // ---- work split (host and device) --------------------------------------------------------------
@@ -80,15 +73,6 @@ int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_cl
 // Whether N = 1 runs the one-token CUDA-core kernel (fewer than kStreamMinGroupsPerWarp groups
 // per warp of the streaming kernel's one wave).
 bool use_one_token_kernel(int64_t groups, int sm_count);
-
-// Whether matmul should consider the streaming kernel for a weight of `groups` groups at N = n on
-// a GPU of sm_count SMs: N = 1 always (the launcher picks between its two kernels), N >= 2 from
-// kFewTokensMinGroupsPerWarp groups per warp of one wave on.
-bool streams_enough(int64_t groups, int64_t n, int sm_count);
-
-// KernelInfo::suits: streams_enough for this weight on the current device (true when there is
-// none to ask: the choice then follows the rule table alone).
-bool suits(const Weight& w, int64_t n);
 
 Status run(const Problem& p, Stream stream);
 
