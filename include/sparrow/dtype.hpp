@@ -29,5 +29,7 @@ float load_as_float(const void* data, DType t, size_t index);
 void store_from_float(void* data, DType t, size_t index, float value);
 // True for +0 and -0. Formats drop exactly these elements; signed zeros decode as +0.
 bool is_zero_element(const void* data, DType t, size_t index);
+// The same for the raw bits of an fp16 or bf16 element (both keep the sign in bit 15).
+inline bool is_zero16(uint16_t bits) { return (bits & 0x7FFFu) == 0; }
 
 }  // namespace sparrow

@@ -103,7 +103,7 @@ void store_from_float(void* data, DType t, size_t i, float v) {
 
 bool is_zero_element(const void* data, DType t, size_t i) {
   if (t == DType::fp32) return (float_bits(static_cast<const float*>(data)[i]) & 0x7FFFFFFFu) == 0;
-  return (static_cast<const uint16_t*>(data)[i] & 0x7FFFu) == 0;
+  return is_zero16(static_cast<const uint16_t*>(data)[i]);
 }
 
 }  // namespace sparrow

@@ -95,11 +95,11 @@ Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t col = -1;  // col_0 = delta_0, col_j = col_{j-1} + delta_j + 1 (validated)
       for (uint64_t e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
-        col += ((deltas[e / 2] >> (e % 2 == 0 ? 0 : 4)) & 0xF) + 1;
-        const bool was_zero = (out[e] & 0x7FFFu) == 0;
+        col += macko::delta_at(deltas, e) + 1;
+        const bool was_zero = is_zero16(out[e]);
         if (!scale16(out[e], gain[size_t(col)], t)) bad.note(col);
         // A stored zero marks a gap entry in macko; a value that rounds to zero would not be one.
-        if (!was_zero && (out[e] & 0x7FFFu) == 0) vanished.note(col);
+        if (!was_zero && is_zero16(out[e])) vanished.note(col);
       }
     }
   });

@@ -8,8 +8,7 @@ void row_entries(const macko::Matrix& m, int64_t r, RowEntries& out) {
   const uint8_t* deltas = m.deltas.data();
   int64_t col = -1;  // col_0 = delta_0, col_j = col_{j-1} + delta_j + 1
   for (uint64_t e = begin; e < end; ++e) {
-    const int delta = (deltas[e / 2] >> (e % 2 == 0 ? 0 : 4)) & 0xF;  // low nibble for even e
-    col += delta + 1;
+    col += macko::delta_at(deltas, e) + 1;
     // Gap padding entries are stored zeros; they go in like any other entry.
     out.cols.push_back(col);
     out.values.push_back(load_as_float(m.values.data(), m.shape.dtype, e));

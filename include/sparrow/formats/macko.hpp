@@ -23,6 +23,11 @@ namespace sparrow::macko {
 constexpr int64_t kPad = 32;
 constexpr int kMaxDelta = 15;
 
+// The 4-bit delta of entry e: the low nibble of byte e / 2 for even e, the high one for odd e.
+inline int delta_at(const uint8_t* deltas, uint64_t e) {
+  return (deltas[e >> 1] >> ((e & 1) * 4)) & 0xF;
+}
+
 struct Matrix {
   Shape shape;
   int64_t nnz = 0;           // true non-zeros (excludes padding entries)

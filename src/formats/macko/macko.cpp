@@ -14,13 +14,6 @@ namespace {
 
 constexpr uint64_t kMaxEntries = std::numeric_limits<uint32_t>::max();
 
-// fp16 and bf16 both keep the sign in bit 15: +0 and -0 are the only zero encodings.
-inline bool is_zero16(uint16_t bits) { return (bits & 0x7FFFu) == 0; }
-
-inline int delta_at(const uint8_t* deltas, uint64_t e) {
-  return (deltas[e >> 1] >> ((e & 1) * 4)) & 0xF;
-}
-
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 std::string str(uint64_t v) { return std::to_string(v); }

@@ -20,8 +20,6 @@ constexpr int kMaxL = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }  // a >= 0, no overflow
 
-bool is_zero_bits(uint16_t bits) { return (bits & 0x7FFFu) == 0; }  // +0 and -0
-
 std::string pattern_text(const Pattern& p) {
   return std::to_string(p.n) + ":" + std::to_string(p.m) +
          (p.l > 1 ? ":" + std::to_string(p.l) : "");
@@ -123,7 +121,7 @@ Result<Matrix> encode(const ConstMatrixView& w, const Pattern& p) {
       for (int64_t r = r0; r < r1; ++r) {
         const uint16_t* row = src + size_t(r) * size_t(w.ld) + size_t(c0);
         for (int c = 0; c < avail; ++c) {
-          mask[c / 64] |= uint64_t(!is_zero_bits(row[c])) << (c % 64);
+          mask[c / 64] |= uint64_t(!is_zero16(row[c])) << (c % 64);
         }
       }
       int have = 0;
@@ -240,7 +238,7 @@ Status validate(const Matrix& m) {
         prev = idx;
         if (g * M + idx < K) continue;
         for (int64_t r = r0; r < r0 + L; ++r) {  // a column past K must hold zeros only
-          if (!is_zero_bits(values[size_t(r) * size_t(kc) + size_t(g * N + j)])) {
+          if (!is_zero16(values[size_t(r) * size_t(kc) + size_t(g * N + j)])) {
             return corrupt_data(where() + ", column " + std::to_string(g * M + idx) +
                                 " is past K = " + std::to_string(K) + " but row " +
                                 std::to_string(r) + " holds a non-zero there");
@@ -257,7 +255,7 @@ Status validate(const Matrix& m) {
   }
   for (int64_t r = s.rows; r < m.padded_rows; ++r) {
     for (int64_t k = 0; k < kc; ++k) {
-      if (!is_zero_bits(values[size_t(r) * size_t(kc) + size_t(k)])) {
+      if (!is_zero16(values[size_t(r) * size_t(kc) + size_t(k)])) {
         return corrupt_data("nm: padding row " + std::to_string(r) + " (rows = " +
                             std::to_string(s.rows) + ") holds a non-zero at kept column " +
                             std::to_string(k));

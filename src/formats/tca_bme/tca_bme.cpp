@@ -15,8 +15,6 @@ namespace {
 
 constexpr uint64_t kMaxValues = std::numeric_limits<uint32_t>::max();
 
-inline bool is_zero16(uint16_t bits) { return (bits & 0x7FFFu) == 0; }
-
 std::string str(uint64_t v) { return std::to_string(v); }
 
 }  // namespace

@@ -19,8 +19,6 @@ constexpr int kRun = 32;                                  // entries one warp st
 
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }  // a >= 0, no overflow
 
-bool is_zero_bits(uint16_t bits) { return (bits & 0x7FFFu) == 0; }  // +0 and -0
-
 // Bank of the 4-byte word that a tile element lands in when the tile sits in shared memory with
 // rows kSmemPitch halfs apart.
 int smem_bank(uint32_t location) {
@@ -108,7 +106,7 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
       for (int64_t tk = 0; tk < tiles_k; ++tk) {
         const int64_t c0 = tk * kTileCols, c1 = std::min(w.cols, c0 + kTileCols);
         uint64_t nz = 0;
-        for (int64_t c = c0; c < c1; ++c) nz += !is_zero_bits(row[c]);
+        for (int64_t c = c0; c < c1; ++c) nz += !is_zero16(row[c]);
         band_counts[size_t(tk)] += nz;
       }
     }
@@ -141,7 +139,7 @@ Result<Matrix> encode(const ConstMatrixView& w, bool reorder) {
         for (int64_t c = 0; c < width; ++c) {
           const uint16_t bits = row[c0 + c];
           piece[size_t(n)] = pack_entry(bits, loc_row + uint32_t(c));
-          n += !is_zero_bits(bits);
+          n += !is_zero16(bits);
         }
         std::copy_n(piece.data(), n, entries.data() + cursor[size_t(tk)]);
         cursor[size_t(tk)] += uint32_t(n);
