@@ -2,12 +2,10 @@
 #include "sparrow/engine/transform.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <thread>
 
+#include "core/parallel.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/io/synth.hpp"
@@ -65,29 +63,6 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
 Weight* layer_weight(Layer& l, int which) {
   Weight* ws[7] = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
   return ws[which];
-}
-
-// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error.
-Status parallel_for(int64_t n, int threads, const std::function<Status(int64_t)>& fn) {
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  threads = int(std::min<int64_t>(threads, n));
-  std::atomic<int64_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto worker = [&] {
-    for (int64_t i; (i = next++) < n;) {
-      Status s = fn(i);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = s;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  return first;
 }
 
 }  // namespace

@@ -7,24 +7,22 @@
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "core/parallel.hpp"
 #include "sparrow/weight.hpp"
 
 namespace sparrow {
 
 namespace {
 
-// fn(r0, r1) over [0, rows) in contiguous chunks, one per thread.
-void for_row_chunks(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 32);
-  const int64_t chunks = std::min<int64_t>(threads, std::max<int64_t>(rows / 64, 1));
-  std::vector<std::thread> pool;
-  for (int64_t c = 1; c < chunks; ++c)
-    pool.emplace_back(fn, rows * c / chunks, rows * (c + 1) / chunks);
-  fn(0, rows / chunks);
-  for (auto& t : pool) t.join();
+// fn(r0, r1) over [0, rows) in blocks of 64 rows, spread over the host's threads.
+void for_row_blocks(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kRows = 64;
+  (void)parallel_for((rows + kRows - 1) / kRows, 0, [&](int64_t b) {
+    fn(b * kRows, std::min(rows, (b + 1) * kRows));
+    return Status::success();
+  });
 }
 
 // A 16-bit element times a gain, rounded once; false when the result is not finite (all-ones
@@ -57,7 +55,7 @@ Status scale_dense(dense::Matrix& m, const std::vector<float>& gain) {
   const DType t = m.shape.dtype;
   std::vector<uint8_t> out = m.values.host();
   FirstBad bad;
-  for_row_chunks(m.shape.rows, [&](int64_t r0, int64_t r1) {
+  for_row_blocks(m.shape.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < m.shape.cols; ++c) {
         const size_t i = size_t(r * m.ld + c);
@@ -91,7 +89,7 @@ Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
   const uint32_t* row_ptr = m.row_ptr.data();
   const uint8_t* deltas = m.deltas.data();
   FirstBad bad, vanished;
-  for_row_chunks(m.shape.rows, [&](int64_t r0, int64_t r1) {
+  for_row_blocks(m.shape.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t col = -1;  // col_0 = delta_0, col_j = col_{j-1} + delta_j + 1 (validated)
       for (uint64_t e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
