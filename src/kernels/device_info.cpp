@@ -51,6 +51,11 @@ Result<DeviceInfo> current_device_info() {
   return info;
 }
 
+int env_knob(const char* name, int unset) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : unset;
+}
+
 bool dependent_launch_enabled() {
   static const bool off = [] {
     const char* e = std::getenv("SPARROW_PDL");

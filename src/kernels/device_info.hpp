@@ -21,4 +21,9 @@ Result<DeviceInfo> current_device_info();
 // current device is sm_90 or later and SPARROW_PDL is not "0" (experiment switch, read once).
 bool dependent_launch_enabled();
 
+// An integer experiment knob from the environment (SPARROW_MACKO_PIECES, SPARROW_TCA_ONE_TOKEN,
+// ...), `unset` when it is not set. Callers keep the value in a function-local static, so each
+// knob is read once.
+int env_knob(const char* name, int unset);
+
 }  // namespace sparrow::kernels

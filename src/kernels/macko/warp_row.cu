@@ -572,13 +572,6 @@ OneTokenKernel one_token_override() {
   return v;
 }
 
-// An integer experiment knob from the environment, `unset` when it is not set. Each knob below
-// reads it once.
-int env_knob(const char* name, int unset) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : unset;
-}
-
 // SPARROW_MACKO_PIECES=1|2|4 overrides row_pieces (experiments; read once; 0 = the rule).
 int pieces_override() {
   static const int v = env_knob("SPARROW_MACKO_PIECES", 0);

@@ -40,7 +40,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -539,10 +538,7 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
 // SPARROW_TCA_ONE_TOKEN=0|1: never / always run the one-token kernel at N = 1 (experiments; read
 // once; unset: use_one_token_kernel).
 int one_token_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_TCA_ONE_TOKEN");
-    return e ? std::atoi(e) : -1;
-  }();
+  static const int v = env_knob("SPARROW_TCA_ONE_TOKEN", -1);
   return v;
 }
 

@@ -40,10 +40,7 @@ inline Status device_info(DeviceInfo& d) {
 // size and so that every split still has a few k steps. Split-K needs clusters (sm_90).
 // SPARROW_TC_MAX_SPLITS=<n> caps it (experiments: 1 turns split-K and clusters off).
 inline int max_splits_override() {
-  static const int v = [] {
-    const char* e = std::getenv("SPARROW_TC_MAX_SPLITS");
-    return e ? std::max(1, std::atoi(e)) : kMaxSplits;
-  }();
+  static const int v = std::max(1, env_knob("SPARROW_TC_MAX_SPLITS", kMaxSplits));
   return v;
 }
 
