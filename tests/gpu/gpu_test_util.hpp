@@ -86,13 +86,13 @@ struct KernelCheck {
   std::string failure;  // non-empty when the kernel or a CUDA call failed
 };
 
-// Runs one kernel on W (host, encoded) with a fresh random X (N x K, seed), Y poisoned with NaN
-// first, optional bias/accumulate, and compares with the CPU reference in double.
-// `minimal_workspace`: the kernel's smallest workspace (expand_cublas in 64-row bands), else the
-// one-pass size.
 // The eps of the input_rms checks (Llama's RMSNorm uses 1e-5 or 1e-6).
 constexpr float kRmsEps = 1e-5f;
 
+// Runs one kernel on W (host, encoded) with a fresh random X (N x K, seed), Y poisoned with NaN
+// first, optional bias/accumulate, and compares with the CPU reference in double.
+// `minimal_workspace`: the kernel's smallest workspace (expand_cublas in 64-row bands), else the
+// one-pass size. `input_rms`: MatmulOptions::input_rms with kRmsEps, the reference likewise.
 inline KernelCheck check_kernel(const kernels::KernelInfo& k, const Weight& host_w, int64_t n,
                                 uint64_t seed, bool with_bias = false, bool accumulate = false,
                                 bool minimal_workspace = true, bool input_rms = false) {

@@ -281,13 +281,15 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   // The cluster's pieces: first group of warp u (u = 0 .. pieces) and that group's row.
   __shared__ int64_t piece_start[kMaxPieces + 1];
   __shared__ int piece_row[kMaxPieces + 1];
-  __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble (nibble order)
+  __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble (nibble order only)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x < 16) {
-    const tca_bme_mma::NibbleEntry e = tca_bme_mma::nibble_entry(threadIdx.x);
-    lut[threadIdx.x] = make_uint2(e.x, e.y);
+  if constexpr (Config::nibble_order(NT)) {
+    if (threadIdx.x < 16) {
+      const tca_bme_mma::NibbleEntry e = tca_bme_mma::nibble_entry(threadIdx.x);
+      lut[threadIdx.x] = make_uint2(e.x, e.y);
+    }
+    __syncthreads();
   }
-  __syncthreads();
   int blocks = 1, rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   blocks = int(cg::this_cluster().num_blocks());
