@@ -42,8 +42,8 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
               const MatmulOptions& opt = {});
 
 // Whether the kernel matmul would run for this weight at N = n with these options takes
-// MatmulOptions::input_rms (host-side, no GPU needed): dense.gemv, and macko.warp_row where it
-// runs its row kernels (N = 1, and 2..4 on K <= 8192).
+// MatmulOptions::input_rms (host-side, no GPU needed): dense.gemv, tca_bme.decode, and
+// macko.warp_row where it runs its row kernels (N = 1, and 2..4 on K <= 8192).
 bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt = {});
 
 }  // namespace sparrow

@@ -47,10 +47,10 @@ bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this f
 
 // W' = W diag(gain): multiplies column c of a host weight by gain[c] in place, keeping its
 // pattern. This folds an RMSNorm's gain into the matmul that reads the norm's output, which can
-// then normalise on the fly (MatmulOptions::input_rms). dense and macko only (the formats whose
-// kernels take input_rms); the others return unsupported. A product that does not fit the dtype,
-// a stored macko value that would round to zero, or a non-finite gain returns invalid_argument
-// and leaves W unchanged.
+// then normalise on the fly (MatmulOptions::input_rms). dense, macko and tca_bme only (the
+// formats whose kernels take input_rms); the others return unsupported. A product that does not
+// fit the dtype, a stored macko or tca_bme value that would round to zero, or a non-finite gain
+// returns invalid_argument and leaves W unchanged.
 Status scale_columns(Weight& w, const std::vector<float>& gain);
 bool can_scale_columns(Format f);  // whether scale_columns scales weights of this format
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "formats/tca_bme/tile_geometry.hpp"
 #include "sparrow/weight.hpp"
 
 namespace sparrow {
@@ -112,14 +113,52 @@ Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
   return {};
 }
 
+// A set bitmap bit marks a non-zero (validate rejects a stored zero there), and each group's
+// values follow its bitmaps in order, bits ascending: a walk of the bits finds every value's
+// column. A value that would round to zero is refused, as in macko.
+Status scale_tca_bme(tca_bme::Matrix& m, const std::vector<float>& gain) {
+  const DType t = m.shape.dtype;
+  std::vector<uint16_t> out = m.values.host();
+  const uint64_t* bitmaps = m.bitmaps.data();
+  const uint32_t* offsets = m.group_offsets.data();
+  FirstBad bad, vanished;
+  (void)parallel_for(m.groups_m, 0, [&](int64_t gm) {
+    for (int64_t gk = 0; gk < m.groups_k; ++gk) {
+      const int64_t g = gm * m.groups_k + gk;
+      size_t e = offsets[g];
+      for (int64_t b = 0; b < tca_bme::kBitmapsPerGroup; ++b) {
+        const int64_t col0 = gk * tca_bme::kGroupCols + tca_bme::bitmap_origin(b).col;
+        for (uint64_t bits = bitmaps[g * tca_bme::kBitmapsPerGroup + b]; bits; bits &= bits - 1) {
+          const int64_t col = col0 + tca_bme::lowest_bit(bits) % tca_bme::kBitmapTile;
+          if (!scale16(out[e], gain[size_t(col)], t)) bad.note(col);
+          if (is_zero16(out[e])) vanished.note(col);
+          ++e;
+        }
+      }
+    }
+    return Status::success();
+  });
+  if (bad.col >= 0) return overflow(bad.col);
+  if (vanished.col >= 0) {
+    return invalid_argument("scale_columns: a stored element of column " +
+                            std::to_string(vanished.col) +
+                            " times its gain rounds to zero, which tca_bme cannot store as a "
+                            "value; W is unchanged");
+  }
+  m.values = Buffer<uint16_t>(std::move(out));
+  return {};
+}
+
 }  // namespace
 
-bool can_scale_columns(Format f) { return f == Format::dense || f == Format::macko; }
+bool can_scale_columns(Format f) {
+  return f == Format::dense || f == Format::macko || f == Format::tca_bme;
+}
 
 Status scale_columns(Weight& w, const std::vector<float>& gain) {
   if (!can_scale_columns(format_of(w))) {
     return unsupported(std::string("scale_columns: ") + format_name(format_of(w)) +
-                       " weights (dense and macko only)");
+                       " weights (dense, macko and tca_bme only)");
   }
   if (location_of(w) != Location::host) return invalid_argument("scale_columns: host weights only");
   const Shape& s = shape_of(w);
@@ -130,7 +169,9 @@ Status scale_columns(Weight& w, const std::vector<float>& gain) {
   for (float g : gain)
     if (!std::isfinite(g)) return invalid_argument("scale_columns: a gain is not finite");
   if (auto* d = std::get_if<dense::Matrix>(&w)) return scale_dense(*d, gain);
-  SPARROW_RETURN_IF_ERROR(validate(w));  // the macko walk below trusts row_ptr and the deltas
+  // The walks below trust macko's row_ptr and deltas, tca_bme's offsets and bitmaps.
+  SPARROW_RETURN_IF_ERROR(validate(w));
+  if (auto* t = std::get_if<tca_bme::Matrix>(&w)) return scale_tca_bme(*t, gain);
   return scale_macko(std::get<macko::Matrix>(w), gain);
 }
 

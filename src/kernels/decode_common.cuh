@@ -49,6 +49,28 @@ template <class T> __device__ __forceinline__ float sum_sq8(uint4 v) {
   return s;
 }
 
+// Sum of x^2 over elements 8c .. 8c + 7 of one token's X (K elements at x, 16-bit) for
+// c = first, first + step, ...: the share of one thread when `step` threads cover the token
+// (MatmulOptions::input_rms, in kernels that do not read X in 8-element chunks anyway). 16-byte
+// loads where x is 16-byte aligned; the last partial chunk element by element.
+template <class T>
+__device__ __forceinline__ float sum_sq_strided(const uint16_t* x, int64_t k, int64_t first,
+                                                int64_t step) {
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  float s = 0.f;
+  for (int64_t c = first; c * 8 < k; c += step) {
+    if (vec && c * 8 + 8 <= k) {
+      s += sum_sq8<T>(__ldg(reinterpret_cast<const uint4*>(x + c * 8)));
+    } else {
+      for (int64_t i = c * 8; i < k && i < c * 8 + 8; ++i) {
+        const float v = to_float(*reinterpret_cast<const T*>(x + i));
+        s = fmaf(v, v, s);
+      }
+    }
+  }
+  return s;
+}
+
 // The input_rms scale of one token: 1 / sqrt(mean(x^2) + eps) from its sum of squares over K.
 __device__ __forceinline__ float rms_scale(float sum_sq, int64_t k, float eps) {
   return rsqrtf(sum_sq / float(k) + eps);

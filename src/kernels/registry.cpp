@@ -20,7 +20,8 @@ const std::vector<KernelInfo>& all_kernels() {
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
       {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run, nullptr,
        macko_warp_row::takes_input_rms},
-      {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run},
+      {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run, nullptr,
+       tca_bme_decode::takes_input_rms},
       {"tca_bme.mma", Format::tca_bme, 8, 512, run_tca_bme_mma},
       {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},
       // Expand to dense in the caller's workspace, then cuBLAS: prefill-sized N on stored-sparse

@@ -101,8 +101,9 @@ TEST(Dispatch, WorkspaceKernelsOnlyWithEnoughWorkspace) {
   }
 }
 
-// matmul_takes_input_rms answers for the kernel matmul would run (no GPU needed): dense.gemv
-// everywhere it is chosen, macko.warp_row at N = 1..4 on K <= 8192, nothing else.
+// matmul_takes_input_rms answers for the kernel matmul would run (no GPU needed): dense.gemv and
+// tca_bme.decode everywhere they are chosen, macko.warp_row at N = 1..4 on K <= 8192, nothing
+// else.
 TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 4);
   for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl}) {
@@ -112,7 +113,8 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
       const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0);
       ASSERT_NE(k, nullptr);
       const std::string name = k->name;
-      const bool expected = name == "dense.gemv" || (name == "macko.warp_row" && n <= 4);
+      const bool expected = name == "dense.gemv" || name == "tca_bme.decode" ||
+                            (name == "macko.warp_row" && n <= 4);
       EXPECT_EQ(matmul_takes_input_rms(w.value(), n), expected)
           << format_name(f) << " N=" << n << " (" << name << ")";
     }

@@ -134,15 +134,16 @@ TEST(EffectiveDensity, MatchesDesignExpectations) {
 }
 
 // scale_columns (an RMSNorm gain folded into W): every stored element becomes round(w * g[col]),
-// the pattern (macko's row_ptr and deltas, padding entries included) stays the same, and a
-// refusal leaves W unchanged.
+// the pattern (macko's row_ptr and deltas, padding entries included; tca_bme's bitmaps and
+// offsets) stays the same, and a refusal leaves W unchanged.
 TEST(ScaleColumns, MultipliesEachColumnAndKeepsThePattern) {
   for (DType t : {DType::fp16, DType::bf16}) {
     for (double s : {0.0, 0.5, 0.995}) {  // 0.995: gaps > 15 columns, so padding entries
-      const HostMatrix h = patterns::random(t, 37, 150, s, 11);
+      // 70 x 150: tca_bme edge groups in both directions.
+      const HostMatrix h = patterns::random(t, 70, 150, s, 11);
       std::vector<float> gain(150);
       for (size_t c = 0; c < gain.size(); ++c) gain[c] = 0.1f + 0.02f * float((c * 37) % 150);
-      for (Format f : {Format::dense, Format::macko}) {
+      for (Format f : {Format::dense, Format::macko, Format::tca_bme}) {
         auto w = encode(f, h.view());
         ASSERT_TRUE(w.ok());
         Weight scaled = w.value();
@@ -161,6 +162,12 @@ TEST(ScaleColumns, MultipliesEachColumnAndKeepsThePattern) {
           EXPECT_EQ(a.row_ptr.host(), b.row_ptr.host());
           EXPECT_EQ(a.deltas.host(), b.deltas.host());
           EXPECT_EQ(a.entries(), b.entries());
+        }
+        if (f == Format::tca_bme) {
+          const auto& a = std::get<tca_bme::Matrix>(w.value());
+          const auto& b = std::get<tca_bme::Matrix>(scaled);
+          EXPECT_EQ(a.bitmaps.host(), b.bitmaps.host());
+          EXPECT_EQ(a.group_offsets.host(), b.group_offsets.host());
         }
         EXPECT_TRUE(validate(scaled).ok());
       }
@@ -192,6 +199,15 @@ TEST(ScaleColumns, RefusesWhatItCannotDoAndLeavesWUnchanged) {
   EXPECT_EQ(st.code(), Code::invalid_argument) << st.to_string();
   EXPECT_EQ(std::get<macko::Matrix>(mw).values.host(),
             std::get<macko::Matrix>(m.value()).values.host());
+  // The same in tca_bme (a set bit marks a non-zero value).
+  auto tb = encode(Format::tca_bme, h.view());
+  ASSERT_TRUE(tb.ok());
+  Weight tw = tb.value();
+  st = scale_columns(tw, std::vector<float>(20, 1e-30f));
+  EXPECT_EQ(st.code(), Code::invalid_argument) << st.to_string();
+  EXPECT_EQ(std::get<tca_bme::Matrix>(tw).values.host(),
+            std::get<tca_bme::Matrix>(tb.value()).values.host());
+  EXPECT_EQ(scale_columns(tw, huge).code(), Code::invalid_argument);
   // dense stores zeros like any value: the same gain is fine there.
   Weight dz = w.value();
   EXPECT_TRUE(scale_columns(dz, std::vector<float>(20, 1e-30f)).ok());

@@ -16,6 +16,7 @@
 #include "gpu/gpu_test_util.hpp"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/kernel.hpp"
 #include "sparrow/matmul.hpp"
 
 using namespace sparrow;
@@ -61,6 +62,7 @@ TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
     double sparsity;
     const char* pattern;
     int64_t tokens;
+    const char* kernel = nullptr;  // a named kernel instead of matmul's pick
   };
   // macko: a warp per row (50 %), half warps (95 %), uneven rows, and few long rows (row pieces);
   // 4 and 3 tokens (the row kernel with X^T in shared memory).
@@ -73,14 +75,21 @@ TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
                         {Format::macko, 3001, 4099, 0.7, "magnitude", 4},
                         {Format::macko, 1000, 4099, 0.5, "random", 3},
                         {Format::dense, 3001, 4099, 0.0, "random", 1},
-                        {Format::dense, 1003, 4096, 0.0, "random", 8}};
+                        {Format::dense, 1003, 4096, 0.0, "random", 8},
+                        // tca_bme: the one-token kernel (N = 1 on few groups), the streaming
+                        // kernel with one and two n8 tiles (N = 2, 8, 13), tca_bme.mma (N = 40).
+                        {Format::tca_bme, 3001, 4099, 0.5, "random", 1, "tca_bme.decode"},
+                        {Format::tca_bme, 3001, 4099, 0.7, "magnitude", 2, "tca_bme.decode"},
+                        {Format::tca_bme, 1003, 4096, 0.5, "random", 8, "tca_bme.decode"},
+                        {Format::tca_bme, 1003, 4099, 0.9, "random", 13, "tca_bme.decode"},
+                        {Format::tca_bme, 1003, 4099, 0.5, "random", 40, "tca_bme.mma"}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
     for (DType t : {DType::fp16, DType::bf16}) {
       const std::string what = std::string(format_name(c.format)) + " " + dtype_name(t) + " " +
                                std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
                                c.pattern + " " + std::to_string(c.sparsity) + " N=" +
-                               std::to_string(c.tokens);
+                               std::to_string(c.tokens) + (c.kernel ? std::string(" ") + c.kernel : "");
       const HostMatrix hw = make_weight(t, c.pattern, c.rows, c.cols, c.sparsity, seed);
       auto hostw = encode(c.format, hw.view());
       ASSERT_TRUE(hostw.ok()) << hostw.status().to_string();
@@ -96,7 +105,10 @@ TEST(DependentLaunch, MatmulWaitsForTheKernelThatWritesX) {
       CUDA_OK(produce_late(dx.view.data, src.view.data, c.tokens * c.cols, s));
       MatmulOptions opt;
       opt.dependent_launch = true;
-      const Status st = matmul(dy.view, dw.value(), dx.view, s, opt);
+      const kernels::KernelInfo* k = c.kernel ? kernels::find_kernel(c.kernel) : nullptr;
+      if (c.kernel) ASSERT_NE(k, nullptr) << c.kernel;
+      const Status st = k ? k->run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, s)
+                          : matmul(dy.view, dw.value(), dx.view, s, opt);
       ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
       CUDA_OK(cudaStreamSynchronize(s));
       auto ref = reference::matmul_f64(hostw.value(), x.view());

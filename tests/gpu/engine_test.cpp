@@ -166,17 +166,22 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
 }
 
 // Passes of 1 and 3 rows run the norms inside the matmuls (each RMSNorm's gain folded into the
-// columns of the matmul after it, MatmulOptions::input_rms: dense.gemv, macko's row kernels):
-// every position's logits still match the CPU backend, which runs the norms as written.
+// columns of the matmul after it, MatmulOptions::input_rms: dense.gemv, macko's row kernels,
+// tca_bme.decode): every position's logits still match the CPU backend, which runs the norms as
+// written.
 TEST(GpuEngine, NormsFoldedIntoSmallPassesMatchCpu) {
   NEED_TINYLLAMA();
   prune::MaskOptions mo;
   mo.sparsity = 0.5;
-  auto pruned = engine::prune_model(*model, mo, "macko");
-  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
-  auto macko_model = std::make_shared<engine::Model>(std::move(pruned).value());
-  macko_model->name = "tinyllama-py 50% macko";
-  for (const auto& m : {model, std::shared_ptr<const engine::Model>(macko_model)}) {
+  std::vector<std::shared_ptr<const engine::Model>> models = {model};
+  for (const char* format : {"macko", "tca_bme"}) {
+    auto pruned = engine::prune_model(*model, mo, format);
+    ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
+    auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+    m->name = std::string("tinyllama-py 50% ") + format;
+    models.push_back(m);
+  }
+  for (const auto& m : models) {
     for (int64_t rows : {1, 3}) {
       std::printf("  passes of %lld rows:\n", static_cast<long long>(rows));
       expect_logits_close(m, kPrompt, 1e-2, rows);

@@ -34,3 +34,24 @@ TEST(TcaBmeDecode, DenseGroupsAndFewGroupRows) {
   const Weight wide = test::encode_or_fail(Format::tca_bme, patterns::random(DType::fp16, 40, 30000, 0.7, 25));
   test::expect_all_n(k, wide, {2, 5, 16}, "tca_bme 40x30000 s=0.7", 26);
 }
+
+// Group rows one group long and ~4 per warp of the streaming kernel's wave: a warp covers whole
+// rows in between its first and last and stores them itself (store_direct), with input_rms too
+// (where the warp sums x^2 alone).
+TEST(TcaBmeDecode, WarpsThatCoverWholeRows) {
+  const auto& k = test::kernel_named("tca_bme.decode");
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  const int warps = std::max(kernels::tca_bme_decode::Config::warps(1),
+                             kernels::tca_bme_decode::Config::warps(2));
+  const int64_t m = int64_t(4) * warps * dev.value().sm_count * 64 - 29, kk = 45;
+  for (DType t : {DType::fp16, DType::bf16}) {
+    const Weight w = test::encode_or_fail(Format::tca_bme, patterns::random(t, m, kk, 0.5, 27));
+    for (int n : {2, 9}) {
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 28 + n, true, true), t))
+          << "tca_bme " << m << "x" << kk << " bias+accumulate N=" << n;
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 38 + n, false, false, true, true), t))
+          << "tca_bme " << m << "x" << kk << " input_rms N=" << n;
+    }
+  }
+}

@@ -49,6 +49,7 @@
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/one_token.hpp"
@@ -237,13 +238,28 @@ __device__ __forceinline__ void zero(float (&acc)[4][NT][4]) {
       for (int c = 0; c < 4; ++c) acc[tm][nt][c] = 0.f;
 }
 
-// acc (one group row's sums) straight to Y: a row this warp covered alone.
+// acc (one group row's sums) straight to Y: a row this warp covered alone. With input_rms the
+// warp sums x^2 over K itself (the block's sums meet only at the end; this path is rare: a warp's
+// run of groups covers a whole row only when the rows are few groups long).
 template <class T, int NT>
 __device__ __forceinline__ void store_direct(const float (&acc)[4][NT][4], int64_t group_row,
-                                             const tc::XYArgs& a) {
+                                             const tc::XYArgs& a, bool rms, float rms_eps) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
+  float scale[NT][2];  // of this lane's tokens nt * 8 + 2 * t4 + e
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) scale[nt][0] = scale[nt][1] = 1.f;
+  if (rms) {
+#pragma unroll
+    for (int j = 0; j < 8 * NT; ++j) {
+      if (j >= a.n) break;
+      const float sc = decode::rms_scale(
+          decode::warp_sum(decode::sum_sq_strided<T>(a.x + int64_t(j) * a.ldx, a.k, lane, 32)), a.k,
+          rms_eps);
+      if (j % 8 / 2 == t4) scale[j / 8][j % 2] = sc;
+    }
+  }
 #pragma unroll
   for (int tm = 0; tm < 4; ++tm)
 #pragma unroll
@@ -253,7 +269,8 @@ __device__ __forceinline__ void store_direct(const float (&acc)[4][NT][4], int64
         const int64_t m = group_row * 64 + tm * 16 + g + 8 * (c >> 1);
         const int n = nt * 8 + 2 * t4 + (c & 1);
         if (m < a.m && n < a.n) {
-          decode::store_output(y + int64_t(n) * a.ldy + m, acc[tm][nt][c], bias, m, a.accumulate);
+          decode::store_output(y + int64_t(n) * a.ldy + m, acc[tm][nt][c] * scale[nt][c & 1],
+                               bias, m, a.accumulate);
         }
       }
 }
@@ -274,7 +291,8 @@ __device__ __forceinline__ void store_tile(float* tile, const float (&acc)[4][NT
 
 template <class T, int NT>
 __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
-    tca_decode_kernel(WeightArgs w, tc::XYArgs a, int clusters, int cap, bool x_al4) {
+    tca_decode_kernel(WeightArgs w, tc::XYArgs a, int clusters, int cap, bool x_al4, bool rms,
+                      float rms_eps) {
   constexpr int W = Config::warps(NT), BLK_N = 8 * NT, kTile = BLK_N * P;
   constexpr int kMaxPieces = Config::kMaxClusterBlocks * W;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -282,6 +300,9 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   __shared__ int64_t piece_start[kMaxPieces + 1];
   __shared__ int piece_row[kMaxPieces + 1];
   __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble (nibble order only)
+  __shared__ float rms_part[W][16];  // input_rms: (warps, tokens) sums of x^2 over K
+  __shared__ float rms_token[16];    // input_rms: the tokens' scales
+  let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if constexpr (Config::nibble_order(NT)) {
     if (threadIdx.x < 16) {
@@ -393,24 +414,39 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
         store_tile<NT>(firsts + warp * kTile, acc);
         left_first = true;
       } else {
-        store_direct<T, NT>(acc, row, a);
+        store_direct<T, NT>(acc, row, a, rms, rms_eps);
       }
       zero(acc);
     }
     gk = gk_next, row = row_next;
   };
 
-  if (count > 0) {
-    issue(0, std::integral_constant<int, 0>{});
-    load_b<NT, Config::nibble_order(NT)>(b[0], a, gk, x_al4);
-  }
+  if (count > 0) issue(0, std::integral_constant<int, 0>{});
+  // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
+  // writes X. X and Y are touched after it has finished.
+  wait_for_previous();
+  if (count > 0) load_b<NT, Config::nibble_order(NT)>(b[0], a, gk, x_al4);
   tc::cp_async_commit();
   for (int i = 0; i < count; i += 2) {
     step(i, std::integral_constant<int, 0>{});
     if (i + 1 < count) step(i + 1, std::integral_constant<int, 1>{});
   }
+  // input_rms: every block sums x^2 over all of K itself (8 KB per token at K = 4096), after its
+  // groups, when much of X has passed through this SM's L1.
+  if (rms) {
+    for (int j = 0; j < a.n; ++j) {
+      const float ss = decode::warp_sum(
+          decode::sum_sq_strided<T>(a.x + int64_t(j) * a.ldx, a.k, threadIdx.x, W * 32));
+      if (lane == 0) rms_part[warp][j] = ss;
+    }
+  }
   tc::cp_async_wait<0>();
   __syncthreads();  // every warp is done with its stages: they take the last-row tiles
+  if (rms && threadIdx.x < a.n) {
+    float ss = 0.f;
+    for (int v = 0; v < W; ++v) ss += rms_part[v][threadIdx.x];
+    rms_token[threadIdx.x] = decode::rms_scale(ss, a.k, rms_eps);
+  }
 
   // A warp with one row left it in `firsts`; one with more, its last row in `lasts`.
   float* lasts = reinterpret_cast<float*>(stages);
@@ -444,7 +480,10 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
         s += src[nl * P + ml];
       }
       const int64_t m = (row0 + r) * 64 + ml;
-      if (m < a.m && nl < a.n) decode::store_output(y + int64_t(nl) * a.ldy + m, s, bias, m, a.accumulate);
+      if (m < a.m && nl < a.n) {
+        decode::store_output(y + int64_t(nl) * a.ldy + m, rms ? s * rms_token[nl] : s, bias, m,
+                             a.accumulate);
+      }
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -517,7 +556,7 @@ Status pass_plan(Kernel kernel, int warps, int tokens, const DeviceInfo& d, Pass
 
 template <class T, int NT>
 Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const DeviceInfo& d,
-                   cudaStream_t stream) {
+                   bool dependent, const MatmulOptions& opt, cudaStream_t stream) {
   auto kernel = tca_decode_kernel<T, NT>;
   constexpr int W = Config::warps(NT);
   PassPlan plan;
@@ -534,7 +573,8 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
   while ((1 << log2b) < blocks) ++log2b;
   const int clusters = std::max(fit[log2b], 1);
   return tc::launch_split_k(kernel, blocks, unsigned(clusters), 1u, W * 32, plan.smem, stream,
-                            "tca_bme.decode", w, a, clusters, plan.cap, x_al4);
+                            dependent, "tca_bme.decode", w, a, clusters, plan.cap, x_al4,
+                            opt.input_rms, opt.rms_eps);
 }
 
 // SPARROW_TCA_ONE_TOKEN=0|1: never / always run the one-token kernel at N = 1 (experiments; read
@@ -561,15 +601,18 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
     a.m = int(m.shape.rows);
     a.k = int(m.shape.cols);
     a.accumulate = p.opt.accumulate;
+    // Only the first pass can start before the kernel that writes X has finished.
+    const bool dependent = p.opt.dependent_launch && t0 == 0;
     const int forced = one_token_override();
     if (a.n == 1 && (forced < 0 ? use_one_token_kernel(m.groups(), d.sm_count) : forced == 1)) {
       SPARROW_RETURN_IF_ERROR(tca_bme_one_token::launch<T>(
           m, reinterpret_cast<const T*>(a.x), static_cast<T*>(a.y),
-          static_cast<const T*>(a.bias), a.accumulate, d.sm_count, stream));
+          static_cast<const T*>(a.bias), a.accumulate, d.sm_count, dependent, p.opt.input_rms,
+          p.opt.rms_eps, stream));
       continue;
     }
-    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, stream)
-                              : launch_pass<T, 2>(w, a, x_al4, d, stream);
+    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, dependent, p.opt, stream)
+                              : launch_pass<T, 2>(w, a, x_al4, d, dependent, p.opt, stream);
     SPARROW_RETURN_IF_ERROR(s);
   }
   return Status::success();
@@ -616,8 +659,12 @@ int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_cl
   return best;
 }
 
+bool takes_input_rms(const Weight& w, int64_t) {
+  return std::holds_alternative<tca_bme::Matrix>(w);
+}
+
 Status run(const Problem& p, Stream stream) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme));
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme, takes_input_rms(p.w, p.n())));
   const auto& m = std::get<tca_bme::Matrix>(p.w);
   const Shape& s = m.shape;
   if (s.dtype != DType::fp16 && s.dtype != DType::bf16) {

@@ -74,6 +74,8 @@ int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_cl
 // per warp of the streaming kernel's one wave).
 bool use_one_token_kernel(int64_t groups, int sm_count);
 
+// Takes MatmulOptions::input_rms at every N: each pass normalises its own tokens.
+bool takes_input_rms(const Weight& w, int64_t n);
 Status run(const Problem& p, Stream stream);
 
 }  // namespace sparrow::kernels::tca_bme_decode

@@ -15,6 +15,7 @@
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/dependent_launch.cuh"
 
 namespace sparrow::kernels::tca_bme_one_token {
 
@@ -94,9 +95,12 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
                          const uint32_t* __restrict__ group_offsets,
                          const uint16_t* __restrict__ values, int64_t m, int64_t k,
                          int64_t groups_k, const T* __restrict__ x, T* __restrict__ y,
-                         const T* __restrict__ bias, bool accumulate, bool x_al16) {
+                         const T* __restrict__ bias, bool accumulate, bool x_al16, bool rms,
+                         float rms_eps) {
   __shared__ uint4 strip_vals[Config::kMaxWarps][Config::kStripChunks];  // per warp
   __shared__ float partial[Config::kMaxWarps][16];                       // (warps, strip rows)
+  __shared__ float rms_part[Config::kMaxWarps];                          // (warps) sums of x^2
+  let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t gm = blockIdx.x / 4;
   const int tm = blockIdx.x % 4;
@@ -134,6 +138,9 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
       gbase_next = offsets[warp + warps];
     }
   }
+  // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
+  // writes X. X and Y are touched after it has finished.
+  wait_for_previous();
   for (int64_t gk = warp; gk < groups_k; gk += warps) {
     const StripGroup cur = next;
     __syncwarp();  // the previous group's products are done with the buffer
@@ -176,10 +183,22 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
 #pragma unroll
     for (int r = 0; r < 4; ++r) partial[warp][((lane >> 1) & 1) * 8 + (lane & 1) * 4 + r] = acc[r];
   }
+  // input_rms: every block sums x^2 over all of K itself (8 KB at K = 4096), after its groups,
+  // when most of X has passed through this SM's L1; the warps' sums meet behind the barrier.
+  if (rms) {
+    const float ss = warp_sum(sum_sq_strided<T>(reinterpret_cast<const uint16_t*>(x), k,
+                                                threadIdx.x, blockDim.x));
+    if (lane == 0) rms_part[warp] = ss;
+  }
   __syncthreads();
   if (threadIdx.x < 16) {
     float sum = 0.f;
     for (int w = 0; w < warps; ++w) sum += partial[w][threadIdx.x];
+    if (rms) {
+      float ss = 0.f;
+      for (int w = 0; w < warps; ++w) ss += rms_part[w];
+      sum *= rms_scale(ss, k, rms_eps);
+    }
     const int64_t row = int64_t(blockIdx.x) * 16 + threadIdx.x;
     if (row < m) store_output(y + row, sum, bias, row, accumulate);
   }
@@ -234,21 +253,22 @@ Result<Residency> residency() {
 
 template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
-              int sm_count, cudaStream_t stream) {
+              int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const Residency r, residency<T>());
   const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  tca_one_token_kernel<T><<<unsigned(lp.blocks), unsigned(lp.warps * 32), 0, stream>>>(
-      tm.bitmaps.data(), tm.group_offsets.data(), tm.values.data(), tm.shape.rows, tm.shape.cols,
-      tm.groups_k, x, y, bias, accumulate, x_al16);
-  SPARROW_CUDA_CHECK_LAUNCH("tca_bme.decode");
-  return Status::success();
+  return cuda_status(
+      launch_kernel(dependent, tca_one_token_kernel<T>, dim3(unsigned(lp.blocks)),
+                    dim3(unsigned(lp.warps * 32)), 0, stream, tm.bitmaps.data(),
+                    tm.group_offsets.data(), tm.values.data(), tm.shape.rows, tm.shape.cols,
+                    tm.groups_k, x, y, bias, accumulate, x_al16, rms, rms_eps),
+      "tca_bme.decode launch");
 }
 
 template Status launch<__half>(const tca_bme::Matrix&, const __half*, __half*, const __half*, bool,
-                               int, cudaStream_t);
+                               int, bool, bool, float, cudaStream_t);
 template Status launch<__nv_bfloat16>(const tca_bme::Matrix&, const __nv_bfloat16*,
-                                      __nv_bfloat16*, const __nv_bfloat16*, bool, int,
-                                      cudaStream_t);
+                                      __nv_bfloat16*, const __nv_bfloat16*, bool, int, bool, bool,
+                                      float, cudaStream_t);
 
 }  // namespace sparrow::kernels::tca_bme_one_token

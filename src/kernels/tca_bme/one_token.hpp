@@ -33,8 +33,10 @@ struct Residency {
 LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r);
 
 // Y (1 x M) = x (1 x K) * W^T; x and y device pointers of W's dtype (T = __half, __nv_bfloat16).
+// `dependent`: a programmatic dependent launch (kernels/dependent_launch.cuh); `rms`: normalise x
+// first (MatmulOptions::input_rms).
 template <class T>
 Status launch(const tca_bme::Matrix& w, const T* x, T* y, const T* bias, bool accumulate,
-              int sm_count, cudaStream_t stream);
+              int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream);
 
 }  // namespace sparrow::kernels::tca_bme_one_token

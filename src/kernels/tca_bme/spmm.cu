@@ -38,8 +38,9 @@ Status run_tca_bme_mma(const Problem& p, Stream stream) {
   a.accumulate = p.opt.accumulate;
   a.x_vec = reinterpret_cast<uintptr_t>(p.x.data) % 16 == 0 && p.x.ld % 8 == 0;
   auto* st = reinterpret_cast<cudaStream_t>(stream);
-  return s.dtype == DType::bf16 ? tca_bme_mma::launch_bf16(wa, a, int(w.groups_m), st)
-                                : tca_bme_mma::launch_fp16(wa, a, int(w.groups_m), st);
+  const bool dep = p.opt.dependent_launch;
+  return s.dtype == DType::bf16 ? tca_bme_mma::launch_bf16(wa, a, int(w.groups_m), dep, st)
+                                : tca_bme_mma::launch_fp16(wa, a, int(w.groups_m), dep, st);
 }
 
 }  // namespace sparrow::kernels

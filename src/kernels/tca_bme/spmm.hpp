@@ -10,7 +10,10 @@
 namespace sparrow::kernels::tca_bme_mma {
 
 struct WeightArgs;
-Status launch_fp16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t s);
-Status launch_bf16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t s);
+// `dependent`: a programmatic dependent launch (MatmulOptions::dependent_launch).
+Status launch_fp16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
+                   cudaStream_t s);
+Status launch_bf16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
+                   cudaStream_t s);
 
 }  // namespace sparrow::kernels::tca_bme_mma

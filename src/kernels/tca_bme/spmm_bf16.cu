@@ -4,8 +4,9 @@
 
 namespace sparrow::kernels::tca_bme_mma {
 
-Status launch_bf16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t s) {
-  return launch_for_n<__nv_bfloat16>(w, a, groups_m, s);
+Status launch_bf16(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
+                   cudaStream_t s) {
+  return launch_for_n<__nv_bfloat16>(w, a, groups_m, dependent, s);
 }
 
 }  // namespace sparrow::kernels::tca_bme_mma

@@ -15,6 +15,7 @@
 //      bias / accumulate (mma.cuh).
 #pragma once
 
+#include "kernels/dependent_launch.cuh"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   // Per stage: bitmaps (64) u64 | values (4096) u16 | X tile (BLK_N, kPitch) u16.
   uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + STAGES * Cfg::kStageBytes);
 
+  let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int split = blockIdx.x, n0 = blockIdx.y * BLK_N, gm = blockIdx.z;
   const int kb = int(int64_t(w.groups_k) * split / splits);
   const int ke = int(int64_t(w.groups_k) * (split + 1) / splits);
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes +
                                        Cfg::kValueBytes);
   };
-  auto load_stage = [&](int step) {
+  auto load_weight = [&](int step) {
     const int slot = step % STAGES;
     const int64_t g = g0 + step;
     if (threadIdx.x < 32) {
@@ -86,7 +88,9 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int c = threadIdx.x; c < chunks; c += THREADS) {
       tc::cp_async16(vs + c * 8, w.values + v0 + c * 8, 16);
     }
-    tc::load_x_tile<BLK_N, THREADS>(stage_x(slot), a, n0, (kb + step) * tc::kTileK);
+  };
+  auto load_x = [&](int step) {
+    tc::load_x_tile<BLK_N, THREADS>(stage_x(step % STAGES), a, n0, (kb + step) * tc::kTileK);
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -96,17 +100,20 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 #pragma unroll
   for (int i = 0; i < BLK_N / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
+  // Prologue: the first STAGES - 1 stages' weights, then (a dependent launch may start while
+  // the kernel that writes X still runs) the wait, then their X tiles. They all go into the
+  // first commit group; the empty groups after it keep the loop's count of groups in flight.
+  for (int s = 0; s < STAGES - 1 && s < steps; ++s) load_weight(s);
+  wait_for_previous();
+  for (int s = 0; s < STAGES - 1 && s < steps; ++s) load_x(s);
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) load_stage(s);
-    tc::cp_async_commit();
-  }
+  for (int s = 0; s < STAGES - 1; ++s) tc::cp_async_commit();
   for (int step = 0; step < steps; ++step) {
     tc::cp_async_wait<STAGES - 2>();
     __syncthreads();
     // The slot refilled here was last read in step - 1, which every thread finished before the
     // barrier above.
-    if (step + STAGES - 1 < steps) load_stage(step + STAGES - 1);
+    if (step + STAGES - 1 < steps) load_weight(step + STAGES - 1), load_x(step + STAGES - 1);
     tc::cp_async_commit();
 
     const int slot = step % STAGES;
@@ -137,7 +144,8 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 }
 
 template <class T, class Cfg>
-Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t stream) {
+Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
+              cudaStream_t stream) {
   auto kernel = spmm_kernel<T, Cfg>;
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
   const size_t smem =
@@ -154,18 +162,19 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   const int splits = tc::choose_splits(d, per_sm, int64_t(n_tiles) * groups_m, w.groups_k);
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(groups_m), Cfg::THREADS,
-                            smem, stream, "tca_bme.mma", w, a, splits);
+                            smem, stream, dependent, "tca_bme.mma", w, a, splits);
 }
 
 // The one runtime -> template dispatch: N picks the column tile (one tile up to 64 columns, then
 // 128-wide tiles), dtype is the caller's template argument.
 template <class T>
-Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, cudaStream_t s) {
-  if (a.n <= 8) return launch<T, Config<8, 3>>(w, a, groups_m, s);
-  if (a.n <= 16) return launch<T, Config<16, 3>>(w, a, groups_m, s);
-  if (a.n <= 32) return launch<T, Config<32, 3>>(w, a, groups_m, s);
-  if (a.n <= 64) return launch<T, Config<64, 4>>(w, a, groups_m, s);
-  return launch<T, Config<128, 3>>(w, a, groups_m, s);
+Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
+                    cudaStream_t s) {
+  if (a.n <= 8) return launch<T, Config<8, 3>>(w, a, groups_m, dependent, s);
+  if (a.n <= 16) return launch<T, Config<16, 3>>(w, a, groups_m, dependent, s);
+  if (a.n <= 32) return launch<T, Config<32, 3>>(w, a, groups_m, dependent, s);
+  if (a.n <= 64) return launch<T, Config<64, 4>>(w, a, groups_m, dependent, s);
+  return launch<T, Config<128, 3>>(w, a, groups_m, dependent, s);
 }
 
 }  // namespace sparrow::kernels::tca_bme_mma

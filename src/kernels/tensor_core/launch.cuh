@@ -55,22 +55,34 @@ inline int choose_splits(const DeviceInfo& d, int blocks_per_sm, int64_t output_
 }
 
 // Launches kernel<<<(splits, gy, gz), threads, smem, stream>>> with a (splits, 1, 1) cluster when
-// splits > 1. The caller has raised the kernel's dynamic shared-memory limit to `smem`.
+// splits > 1, and as a programmatic dependent launch when `dependent` (kernels/
+// dependent_launch.cuh: the kernel must wait_for_previous() before it touches X or Y). The
+// caller has raised the kernel's dynamic shared-memory limit to `smem`.
 template <class Kernel, class... Args>
 Status launch_split_k(Kernel kernel, int splits, unsigned gy, unsigned gz, int threads,
-                      size_t smem, cudaStream_t stream, const char* name, Args... args) {
+                      size_t smem, cudaStream_t stream, bool dependent, const char* name,
+                      Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(splits), gy, gz);
   cfg.blockDim = dim3(unsigned(threads));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(splits);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
+  if (splits > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = unsigned(splits);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (dependent && dependent_launch_enabled()) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = splits > 1 ? 1 : 0;
+  cfg.numAttrs = n_attr;
   // SPARROW_TC_DEBUG: print the launch shape and how many clusters fit at once, when it changes.
   static const bool debug = std::getenv("SPARROW_TC_DEBUG") != nullptr;
   if (debug) {

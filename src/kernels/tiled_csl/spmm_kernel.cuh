@@ -172,7 +172,7 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int tiles_m, cudaStream_
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   const int splits = tc::choose_splits(d, per_sm, int64_t(n_tiles) * tiles_m, w.tiles_k);
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(tiles_m), Cfg::THREADS,
-                            smem, stream, "tiled_csl.mma", w, a, splits);
+                            smem, stream, /*dependent=*/false, "tiled_csl.mma", w, a, splits);
 }
 
 // The one runtime -> template dispatch: N picks the column tile.
