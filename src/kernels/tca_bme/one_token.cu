@@ -30,28 +30,48 @@ namespace {
 // bits in a fixed order (register-resident accumulators for its 4 rows) and multiplies the set
 // ones by the 8 X values of its columns (one 16-byte load). Lanes sharing rows (same bitmap row
 // half) are summed at the end, then the warps through shared memory.
+// The 8 X values of a lane's columns kc..kc+7 as raw 16-bit elements (zero past K): one 16-byte
+// load when aligned. Loaded a group ahead of their use (the L1/L2 latency of X was the kernel's
+// largest stall: ncu, session 12).
 template <class T>
-__device__ __forceinline__ void x_eight(const T* __restrict__ x, int64_t kc, int64_t kmax,
-                                        bool x_al16, float (&xf)[8]) {
-  if (x_al16 && kc + 8 <= kmax) {
-    const uint4 r = __ldg(reinterpret_cast<const uint4*>(x + kc));
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+__device__ __forceinline__ uint4 x_raw(const T* __restrict__ x, int kc, int kmax, bool x_al16) {
+  if (x_al16 && kc + 8 <= kmax) return __ldg(reinterpret_cast<const uint4*>(x + kc));
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(x);
+  uint32_t w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = unpack2<T>(w[i]);
-      xf[2 * i] = f.x, xf[2 * i + 1] = f.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) xf[i] = kc + i < kmax ? to_float(x[kc + i]) : 0.f;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = kc + 2 * i < kmax ? xs[kc + 2 * i] : 0u;
+    const uint32_t hi = kc + 2 * i + 1 < kmax ? xs[kc + 2 * i + 1] : 0u;
+    w[i] = lo | (hi << 16);
   }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <class T>
+__device__ __forceinline__ void x_floats(const uint4& r, float (&xf)[8]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = unpack2<T>(w[i]);
+    xf[2 * i] = f.x, xf[2 * i + 1] = f.y;
+  }
+}
+
+// A 16-bit element from shared memory (byte address), as fp32. Volatile with a memory clobber:
+// its address does not depend on the buffer's fill, so nothing else keeps it after the
+// __syncwarp that publishes the buffer.
+template <class T>
+__device__ __forceinline__ float lds_float(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr) : "memory");
+  return to_float(*reinterpret_cast<const T*>(&v));
 }
 
 // Where a warp finds one strip-group: its strip's values (`chunks` 16-byte chunks from the
 // 16-byte aligned `aligned`) and this lane's 32-bit half-bitmap with the position of its first
 // value in the warp's strip buffer.
 struct StripGroup {
-  int64_t aligned = 0;
+  uint32_t aligned = 0;  // value index (32 bits: the format's offsets are)
   int chunks = 0;
   uint32_t word = 0;  // this lane's 32 bits: 4 rows x 8 columns
   int p = 0;          // index of the lane's first value in the strip buffer
@@ -67,9 +87,9 @@ __device__ __forceinline__ StripGroup locate(const uint4& bm2, uint32_t gbase, i
   const uint32_t excl = incl - pc;
   const uint32_t strip_first = __shfl_sync(0xffffffffu, excl, tm * 8);
   const uint32_t strip_end = __shfl_sync(0xffffffffu, incl, tm * 8 + 7);
-  const int64_t vstart = int64_t(gbase) + strip_first;
+  const uint32_t vstart = gbase + strip_first;
   StripGroup g;
-  g.aligned = vstart & ~int64_t(7);
+  g.aligned = vstart & ~7u;
   g.chunks = int((vstart + (strip_end - strip_first) - g.aligned + 7) / 8);
   // This lane's bitmap word and where its values start, from the lane that loaded it.
   const uint32_t sx = __shfl_sync(0xffffffffu, bm2.x, src);
@@ -93,8 +113,8 @@ template <class T>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
     tca_one_token_kernel(const uint64_t* __restrict__ bitmaps,
                          const uint32_t* __restrict__ group_offsets,
-                         const uint16_t* __restrict__ values, int64_t m, int64_t k,
-                         int64_t groups_k, const T* __restrict__ x, T* __restrict__ y,
+                         const uint16_t* __restrict__ values, int64_t m, int k,
+                         int groups_k, const T* __restrict__ x, T* __restrict__ y,
                          const T* __restrict__ bias, bool accumulate, bool x_al16, bool rms,
                          float rms_eps) {
   __shared__ uint4 strip_vals[Config::kMaxWarps][Config::kStripChunks];  // per warp
@@ -104,14 +124,16 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t gm = blockIdx.x / 4;
   const int tm = blockIdx.x % 4;
-  const uint16_t* sv = reinterpret_cast<const uint16_t*>(strip_vals[warp]);
+  const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(strip_vals[warp]));
   // This lane's bitmap of the strip: q = tk * 4 + b, and which 32-bit half (rows 4hh..4hh+3).
   const int q = lane >> 1, hh = lane & 1, tk = q >> 2, b = q & 3;
   const int src = tm * 8 + (q >> 1);  // lane whose 16-byte load holds bitmap q
   const bool second = (q & 1) != 0;
   const int col_in_group = tk * 16 + (b >> 1) * 8;
-  const uint64_t* group_bitmaps = bitmaps + gm * groups_k * 64 + lane * 2;
-  const uint32_t* offsets = group_offsets + gm * groups_k;
+  // This warp's groups gk = warp, warp + warps, ...: bitmaps (this lane's two) and offsets.
+  const uint64_t* bm_ptr = bitmaps + (gm * groups_k + warp) * 64 + lane * 2;
+  const uint32_t* off_ptr = group_offsets + gm * groups_k + warp;
+  const int64_t bm_step = int64_t(warps) * 64;
 
   // Software pipeline, per warp: while group gk is multiplied out of shared memory, the values
   // of the warp's next group are in flight into registers (`vals`) and the bitmaps of the one
@@ -121,28 +143,30 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
   uint4 vals[kChunksPerLane];
   uint4 bm_next = make_uint4(0, 0, 0, 0);
   uint32_t gbase_next = 0;
+  uint4 x_next = make_uint4(0, 0, 0, 0);  // raw X of the next group's columns
   StripGroup next;
   auto load_values = [&](const StripGroup& g) {
+    const uint16_t* src_vals = values + g.aligned + lane * 8;  // chunk lane + 32 i at +256 i
 #pragma unroll
     for (int i = 0; i < kChunksPerLane; ++i) {
-      const int c = lane + 32 * i;
-      if (c < g.chunks) vals[i] = load_stream16(values + g.aligned + int64_t(c) * 8);
+      if (lane + 32 * i < g.chunks) vals[i] = load_stream16(src_vals + 256 * i);
     }
   };
   if (warp < groups_k) {
-    next = locate(load_stream16(group_bitmaps + int64_t(warp) * 64), offsets[warp], lane, tm,
-                  src, second, hh);
+    next = locate(load_stream16(bm_ptr), *off_ptr, lane, tm, src, second, hh);
     load_values(next);
     if (warp + warps < groups_k) {
-      bm_next = load_stream16(group_bitmaps + int64_t(warp + warps) * 64);
-      gbase_next = offsets[warp + warps];
+      bm_next = load_stream16(bm_ptr + bm_step);
+      gbase_next = off_ptr[warps];
     }
   }
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
   wait_for_previous();
-  for (int64_t gk = warp; gk < groups_k; gk += warps) {
+  if (warp < groups_k) x_next = x_raw(x, warp * 64 + col_in_group, k, x_al16);
+  for (int gk = warp; gk < groups_k; gk += warps) {
     const StripGroup cur = next;
+    const uint4 x_cur = x_next;
     __syncwarp();  // the previous group's products are done with the buffer
 #pragma unroll
     for (int i = 0; i < kChunksPerLane; ++i) {
@@ -152,22 +176,27 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
     if (gk + warps < groups_k) {
       next = locate(bm_next, gbase_next, lane, tm, src, second, hh);
       load_values(next);
+      x_next = x_raw(x, (gk + warps) * 64 + col_in_group, k, x_al16);
+      bm_ptr += bm_step;
+      off_ptr += warps;
       if (gk + 2 * warps < groups_k) {
-        bm_next = load_stream16(group_bitmaps + (gk + 2 * warps) * 64);
-        gbase_next = offsets[gk + 2 * warps];
+        bm_next = load_stream16(bm_ptr + bm_step);
+        gbase_next = off_ptr[warps];
       }
     }
     float xf[8];
-    x_eight(x, gk * 64 + col_in_group, k, x_al16, xf);
+    x_floats<T>(x_cur, xf);
     __syncwarp();
-    int p = cur.p;
+    // The lane's set bits in order, each the next value of its run: one predicated shared load,
+    // address step, conversion and FMA per bit.
+    uint32_t a = sv + 2u * uint32_t(cur.p);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         if ((cur.word >> (r * 8 + c)) & 1u) {
-          acc[r] += to_float(*reinterpret_cast<const T*>(sv + p)) * xf[c];
-          ++p;
+          acc[r] += lds_float<T>(a) * xf[c];
+          a += 2;
         }
       }
     }
@@ -260,8 +289,9 @@ Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool a
   return cuda_status(
       launch_kernel(dependent, tca_one_token_kernel<T>, dim3(unsigned(lp.blocks)),
                     dim3(unsigned(lp.warps * 32)), 0, stream, tm.bitmaps.data(),
-                    tm.group_offsets.data(), tm.values.data(), tm.shape.rows, tm.shape.cols,
-                    tm.groups_k, x, y, bias, accumulate, x_al16, rms, rms_eps),
+                    tm.group_offsets.data(), tm.values.data(), tm.shape.rows,
+                    int(tm.shape.cols), int(tm.groups_k), x, y, bias, accumulate, x_al16, rms,
+                    rms_eps),
       "tca_bme.decode launch");
 }
 
