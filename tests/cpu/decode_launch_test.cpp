@@ -83,9 +83,12 @@ TEST(DecodeLaunch, TcaBmeWarpPiecesCoverEveryGroupOnce) {
 }
 
 TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
-  // 132 SMs x 16 warps x 8 groups = 16896 groups: 4096 x 11008 (11008 groups) runs the one-token
-  // kernel at N = 1, 28672 x 8192 (57344 groups) the streaming kernel.
+  // 132 SMs x 16 warps x 12 groups = 25344 groups: 4096 x 11008 (11008 groups) and 22016 x 4096
+  // (22016) run the one-token kernel at N = 1, 32000 x 4096 (32000) and 28672 x 8192 (57344) the
+  // streaming kernel.
   EXPECT_TRUE(tca_bme_decode::use_one_token_kernel(64 * 172, 132));
+  EXPECT_TRUE(tca_bme_decode::use_one_token_kernel(344 * 64, 132));
+  EXPECT_FALSE(tca_bme_decode::use_one_token_kernel(500 * 64, 132));
   EXPECT_FALSE(tca_bme_decode::use_one_token_kernel(448 * 128, 132));
   // The one-token kernel's plan: a block per 16-row strip, warps along K, as many as let every
   // strip be resident at once. Residency of a 64-register kernel: 32 warps per SM.

@@ -33,9 +33,10 @@ struct Config {
   // A warp decodes one group in ~6 us of wall time while 15 others share its SM (H100, 2026-11-23),
   // so a weight that gives the warps only a few groups each is latency-bound in the streaming
   // kernel. At N = 1 and fewer than this many groups per warp the one-token CUDA-core kernel
-  // (one_token.hpp) is faster: measured 12.7 vs 22.9 us on 4096x4096, 28.2 vs 36.6 on 4096x11008
-  // (50 %); the streaming kernel from 27 groups per warp on (28672x8192: 116 vs 183 us).
-  static constexpr int kStreamMinGroupsPerWarp = 8;
+  // (one_token.hpp) is faster. Measured one-token / streaming time at 50-90 % (H100, session 12,
+  // after the one-token kernel's X prefetch): 12288x4096 (5.8 groups per warp) 0.82-0.92,
+  // 22016x4096 (10.4) 0.92-0.96, 32000x4096 (15.2) 1.05-1.23, 28672x8192 (27) 1.18-1.32.
+  static constexpr int kStreamMinGroupsPerWarp = 12;
 };
 
 // ---- work split (host and device) --------------------------------------------------------------
