@@ -37,8 +37,8 @@ TEST(TcaBmeDecode, DenseGroupsAndFewGroupRows) {
 
 // Group rows one group long and ~4 per warp of the streaming kernel's wave: a warp covers whole
 // rows in between its first and last and stores them itself (store_direct), with input_rms too
-// (where the warp sums x^2 alone).
-TEST(TcaBmeDecode, WarpsThatCoverWholeRows) {
+// (where the warp sums x^2 alone). *Large: 540 K rows, kept out of the memcheck stage.
+TEST(TcaBmeDecode, WarpsThatCoverWholeRowsLarge) {
   const auto& k = test::kernel_named("tca_bme.decode");
   auto dev = kernels::current_device_info();
   ASSERT_TRUE(dev.ok());
