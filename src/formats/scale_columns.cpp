@@ -52,6 +52,21 @@ struct FirstBad {
   }
 };
 
+// The end of a walk over 16-bit values scaled into `out`: the first refusal (a product that is
+// not finite, or a non-zero that rounds to zero, which `format` cannot store), else `out` swapped
+// in as the weight's values.
+Status keep_scaled(Buffer<uint16_t>& values, std::vector<uint16_t>& out, const FirstBad& bad,
+                   const FirstBad& vanished, const char* format) {
+  if (bad.col >= 0) return overflow(bad.col);
+  if (vanished.col >= 0) {
+    return invalid_argument("scale_columns: a stored element of column " +
+                            std::to_string(vanished.col) + " times its gain rounds to zero, which " +
+                            format + " cannot store as a value; W is unchanged");
+  }
+  values = Buffer<uint16_t>(std::move(out));
+  return {};
+}
+
 Status scale_dense(dense::Matrix& m, const std::vector<float>& gain) {
   const DType t = m.shape.dtype;
   std::vector<uint8_t> out = m.values.host();
@@ -102,15 +117,7 @@ Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
       }
     }
   });
-  if (bad.col >= 0) return overflow(bad.col);
-  if (vanished.col >= 0) {
-    return invalid_argument("scale_columns: a stored element of column " +
-                            std::to_string(vanished.col) +
-                            " times its gain rounds to zero, which macko cannot store as a "
-                            "value; W is unchanged");
-  }
-  m.values = Buffer<uint16_t>(std::move(out));
-  return {};
+  return keep_scaled(m.values, out, bad, vanished, "macko");
 }
 
 // A set bitmap bit marks a non-zero (validate rejects a stored zero there), and each group's
@@ -138,15 +145,7 @@ Status scale_tca_bme(tca_bme::Matrix& m, const std::vector<float>& gain) {
     }
     return Status::success();
   });
-  if (bad.col >= 0) return overflow(bad.col);
-  if (vanished.col >= 0) {
-    return invalid_argument("scale_columns: a stored element of column " +
-                            std::to_string(vanished.col) +
-                            " times its gain rounds to zero, which tca_bme cannot store as a "
-                            "value; W is unchanged");
-  }
-  m.values = Buffer<uint16_t>(std::move(out));
-  return {};
+  return keep_scaled(m.values, out, bad, vanished, "tca_bme");
 }
 
 }  // namespace
