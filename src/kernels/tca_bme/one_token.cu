@@ -30,6 +30,7 @@ namespace {
 // bits in a fixed order (register-resident accumulators for its 4 rows) and multiplies the set
 // ones by the 8 X values of its columns (one 16-byte load). Lanes sharing rows (same bitmap row
 // half) are summed at the end, then the warps through shared memory.
+
 // The 8 X values of a lane's columns kc..kc+7 as raw 16-bit elements (zero past K): one 16-byte
 // load when aligned. Loaded a group ahead of their use (the L1/L2 latency of X was the kernel's
 // largest stall: ncu, session 12).
