@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes +
                                        Cfg::kValueBytes);
   };
-  auto load_weight = [&](int step) {
+  auto load_stage = [&](int step) {
     const int slot = step % STAGES;
     const int64_t g = g0 + step;
     if (threadIdx.x < 32) {
@@ -88,9 +88,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int c = threadIdx.x; c < chunks; c += THREADS) {
       tc::cp_async16(vs + c * 8, w.values + v0 + c * 8, 16);
     }
-  };
-  auto load_x = [&](int step) {
-    tc::load_x_tile<BLK_N, THREADS>(stage_x(step % STAGES), a, n0, (kb + step) * tc::kTileK);
+    tc::load_x_tile<BLK_N, THREADS>(stage_x(slot), a, n0, (kb + step) * tc::kTileK);
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -108,7 +106,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   wait_for_previous();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) load_weight(s), load_x(s);
+    if (s < steps) load_stage(s);
     tc::cp_async_commit();
   }
   for (int step = 0; step < steps; ++step) {
@@ -116,7 +114,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     __syncthreads();
     // The slot refilled here was last read in step - 1, which every thread finished before the
     // barrier above.
-    if (step + STAGES - 1 < steps) load_weight(step + STAGES - 1), load_x(step + STAGES - 1);
+    if (step + STAGES - 1 < steps) load_stage(step + STAGES - 1);
     tc::cp_async_commit();
 
     const int slot = step % STAGES;
