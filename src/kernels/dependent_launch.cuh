@@ -43,6 +43,15 @@ __device__ __forceinline__ void begin_dependent() {
   wait_for_previous();
 }
 
+// Appends the PDL attribute to a launch's attributes (attrs[n], then ++n) when `dependent` and
+// dependent_launch_enabled(): the one place that decides whether a launch is dependent.
+inline void add_dependent_attribute(bool dependent, cudaLaunchAttribute* attrs, unsigned& n) {
+  if (!dependent || !dependent_launch_enabled()) return;
+  attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[n].val.programmaticStreamSerializationAllowed = 1;
+  ++n;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `dependent` and
 // dependent_launch_enabled(). Returns the launch error, as cudaGetLastError would after <<<>>>.
 template <class... Params, class... Args>
@@ -54,10 +63,10 @@ cudaError_t launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, 
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  unsigned n_attr = 0;
+  add_dependent_attribute(dependent, attr, n_attr);
   cfg.attrs = attr;
-  cfg.numAttrs = dependent && dependent_launch_enabled() ? 1 : 0;
+  cfg.numAttrs = n_attr;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

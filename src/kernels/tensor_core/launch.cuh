@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "core/cuda_check.hpp"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
 #include "kernels/tensor_core/mma.cuh"
 
@@ -76,11 +77,7 @@ Status launch_split_k(Kernel kernel, int splits, unsigned gy, unsigned gz, int t
     attr[n_attr].val.clusterDim.z = 1;
     ++n_attr;
   }
-  if (dependent && dependent_launch_enabled()) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
+  add_dependent_attribute(dependent, attr, n_attr);
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
   // SPARROW_TC_DEBUG: print the launch shape and how many clusters fit at once, when it changes.
