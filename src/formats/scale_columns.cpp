@@ -52,20 +52,36 @@ struct FirstBad {
   }
 };
 
-// The end of a walk over 16-bit values scaled into `out`: the first refusal (a product that is
-// not finite, or a non-zero that rounds to zero, which `format` cannot store), else `out` swapped
-// in as the weight's values.
-Status keep_scaled(Buffer<uint16_t>& values, std::vector<uint16_t>& out, const FirstBad& bad,
-                   const FirstBad& vanished, const char* format) {
-  if (bad.col >= 0) return overflow(bad.col);
-  if (vanished.col >= 0) {
-    return invalid_argument("scale_columns: a stored element of column " +
-                            std::to_string(vanished.col) + " times its gain rounds to zero, which " +
-                            format + " cannot store as a value; W is unchanged");
+// A scaled copy of a sparse format's 16-bit values, entry by entry from the format's walk (any
+// thread, each entry once), swapped in only when no product is refused: one that is not finite,
+// or a non-zero that rounds to zero, which macko (a stored zero is a gap entry) and tca_bme (a set
+// bit marks a non-zero) cannot store. A stored zero (macko's padding) stays zero.
+struct ScaledValues {
+  ScaledValues(std::vector<uint16_t> values, const std::vector<float>& g, DType dtype)
+      : out(std::move(values)), gain(g), t(dtype) {}
+
+  std::vector<uint16_t> out;
+  const std::vector<float>& gain;
+  DType t;
+  FirstBad bad, vanished;
+
+  void scale(size_t e, int64_t col) {
+    const bool was_zero = is_zero16(out[e]);
+    if (!scale16(out[e], gain[size_t(col)], t)) bad.note(col);
+    if (!was_zero && is_zero16(out[e])) vanished.note(col);
   }
-  values = Buffer<uint16_t>(std::move(out));
-  return {};
-}
+  Status keep(Buffer<uint16_t>& values, const char* format) {
+    if (bad.col >= 0) return overflow(bad.col);
+    if (vanished.col >= 0) {
+      return invalid_argument("scale_columns: a stored element of column " +
+                              std::to_string(vanished.col) +
+                              " times its gain rounds to zero, which " + format +
+                              " cannot store as a value; W is unchanged");
+    }
+    values = Buffer<uint16_t>(std::move(out));
+    return {};
+  }
+};
 
 Status scale_dense(dense::Matrix& m, const std::vector<float>& gain) {
   const DType t = m.shape.dtype;
@@ -97,38 +113,29 @@ Status scale_dense(dense::Matrix& m, const std::vector<float>& gain) {
   return {};
 }
 
-// Values are 16-bit elements; a padding entry holds 0 and stays 0. A non-zero that would round to
-// zero is refused: macko reads a stored zero as a gap entry (validate rejects one elsewhere).
+// Row by row, each entry's column from the deltas.
 Status scale_macko(macko::Matrix& m, const std::vector<float>& gain) {
-  const DType t = m.shape.dtype;
-  std::vector<uint16_t> out = m.values.host();
+  ScaledValues v{m.values.host(), gain, m.shape.dtype};
   const uint32_t* row_ptr = m.row_ptr.data();
   const uint8_t* deltas = m.deltas.data();
-  FirstBad bad, vanished;
   for_row_blocks(m.shape.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t col = -1;  // col_0 = delta_0, col_j = col_{j-1} + delta_j + 1 (validated)
       for (uint64_t e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
         col += macko::delta_at(deltas, e) + 1;
-        const bool was_zero = is_zero16(out[e]);
-        if (!scale16(out[e], gain[size_t(col)], t)) bad.note(col);
-        // A stored zero marks a gap entry in macko; a value that rounds to zero would not be one.
-        if (!was_zero && is_zero16(out[e])) vanished.note(col);
+        v.scale(e, col);
       }
     }
   });
-  return keep_scaled(m.values, out, bad, vanished, "macko");
+  return v.keep(m.values, "macko");
 }
 
-// A set bitmap bit marks a non-zero (validate rejects a stored zero there), and each group's
-// values follow its bitmaps in order, bits ascending: a walk of the bits finds every value's
-// column. A value that would round to zero is refused, as in macko.
+// Each group's values follow its bitmaps in order, bits ascending: a walk of the bits finds every
+// value's column.
 Status scale_tca_bme(tca_bme::Matrix& m, const std::vector<float>& gain) {
-  const DType t = m.shape.dtype;
-  std::vector<uint16_t> out = m.values.host();
+  ScaledValues v{m.values.host(), gain, m.shape.dtype};
   const uint64_t* bitmaps = m.bitmaps.data();
   const uint32_t* offsets = m.group_offsets.data();
-  FirstBad bad, vanished;
   (void)parallel_for(m.groups_m, 0, [&](int64_t gm) {
     for (int64_t gk = 0; gk < m.groups_k; ++gk) {
       const int64_t g = gm * m.groups_k + gk;
@@ -136,16 +143,13 @@ Status scale_tca_bme(tca_bme::Matrix& m, const std::vector<float>& gain) {
       for (int64_t b = 0; b < tca_bme::kBitmapsPerGroup; ++b) {
         const int64_t col0 = gk * tca_bme::kGroupCols + tca_bme::bitmap_origin(b).col;
         for (uint64_t bits = bitmaps[g * tca_bme::kBitmapsPerGroup + b]; bits; bits &= bits - 1) {
-          const int64_t col = col0 + tca_bme::lowest_bit(bits) % tca_bme::kBitmapTile;
-          if (!scale16(out[e], gain[size_t(col)], t)) bad.note(col);
-          if (is_zero16(out[e])) vanished.note(col);
-          ++e;
+          v.scale(e++, col0 + tca_bme::lowest_bit(bits) % tca_bme::kBitmapTile);
         }
       }
     }
     return Status::success();
   });
-  return keep_scaled(m.values, out, bad, vanished, "tca_bme");
+  return v.keep(m.values, "tca_bme");
 }
 
 }  // namespace
