@@ -52,6 +52,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
 #include "kernels/tca_bme/fragment.hpp"
+#include "kernels/tca_bme/nibble_decode.cuh"
 #include "kernels/tca_bme/one_token.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
@@ -115,28 +116,7 @@ __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, c
   return r;
 }
 
-// Nibble order (fragment.hpp): lane (g, t) holds physical columns 4t .. 4t+3 of rows g, g + 8.
-// A 2-byte shared-memory load, zero-extended; not volatile, as above.
-__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
-  uint32_t v;
-  asm("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr));
-  return v;
-}
-
-// The lane's two A-fragment registers of one row (columns 4t, 4t+1 | 4t+2, 4t+3) from its record
-// {word, addr} of one bitmap, zero where a bit is clear. `lut` holds the 16 nibble entries. One
-// popcount, four unconditional 2-byte loads (two may read up to two values past the half's own,
-// inside the stage's tail at the group's end; the selectors never pick those bytes), one table
-// load and two byte permutes for four elements.
-__device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr,
-                                            const tca_bme_mma::NibbleLane& nl, const uint2* lut,
-                                            uint32_t& lo, uint32_t& hi) {
-  const uint32_t a = addr + 2u * uint32_t(__popc(word & nl.below));
-  const uint2 e = lut[(word >> nl.shift) & 0xFu];
-  const uint32_t b = a + (e.x >> 16);
-  lo = __byte_perm(lds_u16(a), lds_u16(a + 2), e.x);
-  hi = __byte_perm(lds_u16(b), lds_u16(b + 2), e.y);
-}
+// Nibble order: tca_bme_mma::nibble_regs (nibble_decode.cuh).
 
 // X[row][k], X[row][k+1] as one B-fragment register, zero past K.
 __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int64_t kmax,
@@ -200,8 +180,8 @@ __device__ __forceinline__ void decode_group(const uint16_t* gvals, const uint4*
       if constexpr (kNibble) {
         const uint4 r = rec[2 * t + nl.pair];  // one 16-byte load, 4 addresses per warp
         if constexpr (SHARED) {
-          nibble_regs(r.x, r.y, nl, lut, af[0], af[2]);
-          nibble_regs(r.z, r.w, nl, lut, af[1], af[3]);
+          tca_bme_mma::nibble_regs(r.x, r.y, nl, lut, af[0], af[2]);
+          tca_bme_mma::nibble_regs(r.z, r.w, nl, lut, af[1], af[3]);
         } else {
           const tca_bme_mma::RegPair p0 = tca_bme_mma::nibble_pair(r.x, r.y / 2, nl, gvals);
           const tca_bme_mma::RegPair p1 = tca_bme_mma::nibble_pair(r.z, r.w / 2, nl, gvals);

@@ -5,25 +5,35 @@
 // times BLK_N columns of Y, and walks its share of the 64-wide group tiles along K:
 //   1. cp.async pipeline (STAGES deep): the group's 64 bitmaps (512 B), its values (compressed,
 //      at most 8 KB) and the X tile (BLK_N, 64) go to shared memory; nothing is expanded.
-//   2. Each thread decodes its A fragment of mma.m16n8k16 straight from the bitmaps: the format
-//      stores the four 8x8 bitmaps of a 16x16 tile in the fragment's register order, so register b
-//      of the fragment is bitmap b, and its two halves are bits (g*8 + 2*tig, +1). The value index
-//      is the popcount of all earlier bitmaps of the group (a warp reduction for the tiles of
-//      earlier warps, then a running sum) plus the popcount of the bits below.
-//   3. B fragments (X^T) through ldmatrix, mma with fp32 accumulators.
+//   2. Each warp builds the records {32-bit half, address of its first value} of its own 16
+//      bitmaps with one warp scan of the group's popcounts, then decodes its A fragments of
+//      mma.m16n8k16 from them in nibble order (fragment.hpp, nibble_decode.cuh): A and B number a
+//      16-column tile so that lane t holds physical columns 4t..4t+3, a lane's four elements of a
+//      row are one nibble of one bitmap, one popcount, four 2-byte loads, a table load and two
+//      byte permutes give two registers. The pair order used before (a popcount and two
+//      predicated loads per register, the running value index kept per tile) issued 0.47-0.59
+//      warp-instructions per weight element at N = 8-32 (ncu, H100, 4096x11008 at 50 %), with
+//      under 3 % of them mma.
+//   3. B fragments in the same order: lane (g, t) needs X[token g][4t .. 4t+3], one 8-byte shared
+//      load from the X tile, whose pitch (kXPitch) makes those loads conflict-free.
 //   4. Split-K over a thread-block cluster on sm_90 (deterministic DSMEM reduction), epilogue with
 //      bias / accumulate (mma.cuh).
 #pragma once
 
+#include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/tca_bme/fragment.hpp"
+#include "kernels/tca_bme/nibble_decode.cuh"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
 #include "sparrow/formats/tca_bme.hpp"
 
 namespace sparrow::kernels::tca_bme_mma {
 
-using tc::kPitch;
+// X-tile pitch in elements: 80 (160 bytes = 40 banks) puts the 8-byte B loads of rows g = 0..3
+// (one half-warp's phase) in banks 8g .. 8g+7, conflict-free; the 72 of ldmatrix readers would
+// overlap rows g and g + 1.
+constexpr int kXPitch = 80;
 
 // Tile configuration of one instantiation.
 template <int BLK_N_, int STAGES_>
@@ -33,10 +43,13 @@ struct Config {
   static constexpr int STAGES = STAGES_;
   static constexpr int THREADS = 128;  // 4 warps, one per 16-row tc-tile row
   static constexpr int kBitmapBytes = 64 * 8;              // (64) uint64
-  static constexpr int kValueBytes = 64 * 64 * 2;          // (<= 4096) values of a dense group
-  static constexpr int kXBytes = BLK_N * kPitch * 2;       // (BLK_N, kPitch)
+  // (<= 4096) values of a dense group, then a tail the nibble decode may read past the group's
+  // last value (nibble_decode.cuh) and no copy writes.
+  static constexpr int kValueBytes = 64 * 64 * 2 + 16;
+  static constexpr int kXBytes = BLK_N * kXPitch * 2;      // (BLK_N, kXPitch)
   static constexpr int kStageBytes = kBitmapBytes + kValueBytes + kXBytes;
   static constexpr int kRedBytes = BLK_N * (BLK_M + 4) * 4;  // epilogue tile (BLK_N, BLK_M + 4)
+  static_assert(kStageBytes % 16 == 0, "stages start 16-byte aligned (cp.async)");
 };
 
 struct WeightArgs {
@@ -51,8 +64,12 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     spmm_kernel(WeightArgs w, tc::XYArgs a, int splits) {
   constexpr int BLK_N = Cfg::BLK_N, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
   extern __shared__ __align__(16) unsigned char smem[];
-  // Per stage: bitmaps (64) u64 | values (4096) u16 | X tile (BLK_N, kPitch) u16.
+  // Per stage: bitmaps (64) u64 | values (4096) u16 + tail | X tile (BLK_N, kXPitch) u16.
   uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + STAGES * Cfg::kStageBytes);
+  // Per warp, the records of its 16 bitmaps: [j] = low halves of bitmaps 2j, 2j+1 (rows 0-3),
+  // [8 + j] = high halves (rows 4-7), each {word, value address, word, value address}.
+  __shared__ uint4 records[4][16];
+  __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble
 
   let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int split = blockIdx.x, n0 = blockIdx.y * BLK_N, gm = blockIdx.z;
@@ -63,6 +80,10 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 
   // The value offsets of this block's groups, once: each stage's copy size depends on them.
   for (int i = threadIdx.x; i <= steps; i += THREADS) offsets[i] = w.group_offsets[g0 + i];
+  if (threadIdx.x < 16) {
+    const NibbleEntry e = nibble_entry(threadIdx.x);
+    lut[threadIdx.x] = make_uint2(e.x, e.y);
+  }
   __syncthreads();
 
   auto stage_bitmaps = [&](int slot) {
@@ -88,11 +109,13 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int c = threadIdx.x; c < chunks; c += THREADS) {
       tc::cp_async16(vs + c * 8, w.values + v0 + c * 8, 16);
     }
-    tc::load_x_tile<BLK_N, THREADS>(stage_x(slot), a, n0, (kb + step) * tc::kTileK);
+    tc::load_x_tile<BLK_N, THREADS, kXPitch>(stage_x(slot), a, n0, (kb + step) * tc::kTileK);
   };
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const LaneBits lb = lane_bits(lane);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const NibbleLane nl = nibble_lane(lane);
+  // The lane's records: rows 0-3 or 4-7 of each 8x8 bitmap (g < 4 or not).
+  const uint4* my_rec = records[warp] + (g >= 4 ? 8 : 0);
 
   float acc[BLK_N / 8][4];
 #pragma unroll
@@ -118,24 +141,36 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     tc::cp_async_commit();
 
     const int slot = step % STAGES;
-    const uint64_t* bm = stage_bitmaps(slot);
-    const uint16_t* vs = stage_values(slot);
     const uint16_t* xs = stage_x(slot);
-    // Values of earlier warps' tc tiles come first (order t = tm * 4 + tk): lane l counts
-    // bitmaps 2l, 2l+1, and the lanes below this warp's first bitmap (warp * 16) are summed.
-    const uint32_t pair = __popcll(bm[2 * lane]) + __popcll(bm[2 * lane + 1]);
-    uint32_t base = __reduce_add_sync(0xffffffffu, lane < warp * 8 ? pair : 0u);
+    {
+      // Lane l counts bitmaps 2l, 2l+1 (lo, hi, lo, hi): one scan gives every half's first
+      // value; lanes 8w .. 8w+7 hold this warp's bitmaps (16w ..) and write its records. The
+      // records of the previous step were last read before the barrier above.
+      const uint4 q = reinterpret_cast<const uint4*>(stage_bitmaps(slot))[lane];
+      const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
+      const uint32_t total = p0 + p1 + p2 + p3;
+      const uint32_t e = decode::warp_inclusive_scan(total, lane) - total;
+      if ((lane >> 3) == warp) {
+        const uint32_t o = tc::smem_addr(stage_values(slot)) + 2 * e;
+        records[warp][lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
+        records[warp][8 + (lane & 7)] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
+      }
+      __syncwarp();
+    }
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
-      uint32_t af[4];  // A fragment: register b <- bitmap b of tc tile (warp, tk)
-      // The tile's four bitmaps in two 16-byte loads, (lo, hi) halves of bitmaps 0, 1 / 2, 3.
-      const uint4 w01 = reinterpret_cast<const uint4*>(bm)[(warp * 16 + tk * 4) / 2];
-      const uint4 w23 = reinterpret_cast<const uint4*>(bm)[(warp * 16 + tk * 4) / 2 + 1];
-      af[0] = fragment_register(w01.x, w01.y, base, lb, vs);
-      af[1] = fragment_register(w01.z, w01.w, base, lb, vs);
-      af[2] = fragment_register(w23.x, w23.y, base, lb, vs);
-      af[3] = fragment_register(w23.z, w23.w, base, lb, vs);
-      tc::mma_row_strip<T, BLK_N>(acc, af, xs, tk * 16, lane);
+      // Tile (warp, tk): bitmaps 2 * pair (rows 0-7) and 2 * pair + 1 (rows 8-15) of the lane's
+      // column half, one 16-byte record load.
+      const uint4 r = my_rec[2 * tk + nl.pair];
+      uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
+      nibble_regs(r.x, r.y, nl, lut, af[0], af[2]);
+      nibble_regs(r.z, r.w, nl, lut, af[1], af[3]);
+#pragma unroll
+      for (int nt = 0; nt < BLK_N / 8; ++nt) {
+        const uint2 bx =
+            *reinterpret_cast<const uint2*>(xs + (nt * 8 + g) * kXPitch + tk * 16 + 4 * t4);
+        tc::mma_16816<T>(acc[nt], af, bx.x, bx.y);
+      }
     }
   }
   tc::cp_async_wait<0>();

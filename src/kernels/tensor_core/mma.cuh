@@ -102,16 +102,18 @@ struct XYArgs {
   bool x_vec;  // X rows are 16-byte aligned (base aligned, ldx % 8 == 0): cp.async path
 };
 
-// Copies X[n0 .. n0+BLK_N) x [k0 .. k0+64) into shared memory (BLK_N, kPitch), zero-filling rows
+// Copies X[n0 .. n0+BLK_N) x [k0 .. k0+64) into shared memory (BLK_N, PITCH), zero-filling rows
 // >= N and columns >= K: the weight's padding is zero, but 0 * garbage may be NaN, so X's padding
 // must be zero too. Asynchronous (cp.async) when X rows are 16-byte aligned, else plain loads.
-template <int BLK_N, int THREADS>
+// PITCH: kPitch for ldmatrix readers; a multiple of 8 elements in any case (16-byte rows).
+template <int BLK_N, int THREADS, int PITCH = kPitch>
 __device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n0, int k0) {
+  static_assert(PITCH % 8 == 0 && PITCH >= kTileK, "16-byte aligned rows of 64 elements");
   constexpr int kChunks = BLK_N * (kTileK / 8);
   for (int c = threadIdx.x; c < kChunks; c += THREADS) {
     const int r = c / 8, col = (c % 8) * 8;
     const int n = n0 + r, k = k0 + col;
-    uint16_t* dst = xs + r * kPitch + col;
+    uint16_t* dst = xs + r * PITCH + col;
     if (a.x_vec) {
       int bytes = (n < a.n && k < a.k) ? min(16, (a.k - k) * 2) : 0;
       const uint16_t* src = bytes > 0 ? a.x + int64_t(n) * a.ldx + k : a.x;
