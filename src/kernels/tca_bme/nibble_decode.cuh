@@ -19,19 +19,45 @@ __device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
   return v;
 }
 
+// A byte permute whose selector is used as given: the table's selectors never set a nibble's sign
+// bit, and their upper 16 bits (a byte distance) are ignored. __byte_perm would first mask every
+// selector with 0x7777, one more instruction per register.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
 // The lane's two A-fragment registers of one row (columns 4t, 4t+1 | 4t+2, 4t+3) from its record
 // {word, addr} of one bitmap half (`addr`: the shared-memory byte address of the half's first
 // value), zero where a bit is clear. `lut` holds the 16 nibble entries. One popcount, four
 // unconditional 2-byte loads (two may read up to two values past the group's last one: the
 // caller's stage keeps a tail there that no copy writes; the selectors never pick those bytes),
-// one table load and two byte permutes for four elements.
+// one table load and two byte permutes for four elements. In two halves, so a caller can issue
+// the loads of several nibbles before the first permute (the loads' latency is the chain).
+struct NibbleLoads {
+  uint32_t v[4];  // values at the low pair's start p, p + 1 and the high pair's q, q + 1
+  uint2 e;        // the nibble's table entry (selectors)
+};
+__device__ __forceinline__ NibbleLoads nibble_loads(uint32_t word, uint32_t addr,
+                                                    const NibbleLane& nl, const uint2* lut) {
+  NibbleLoads r;
+  const uint32_t a = addr + 2u * uint32_t(__popc(word & nl.below));
+  r.e = lut[(word >> nl.shift) & 0xFu];
+  const uint32_t b = a + (r.e.x >> 16);
+  r.v[0] = lds_u16(a);
+  r.v[1] = lds_u16(a + 2);
+  r.v[2] = lds_u16(b);
+  r.v[3] = lds_u16(b + 2);
+  return r;
+}
+__device__ __forceinline__ void nibble_permute(const NibbleLoads& l, uint32_t& lo, uint32_t& hi) {
+  lo = prmt(l.v[0], l.v[1], l.e.x);
+  hi = prmt(l.v[2], l.v[3], l.e.y);
+}
 __device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr, const NibbleLane& nl,
                                             const uint2* lut, uint32_t& lo, uint32_t& hi) {
-  const uint32_t a = addr + 2u * uint32_t(__popc(word & nl.below));
-  const uint2 e = lut[(word >> nl.shift) & 0xFu];
-  const uint32_t b = a + (e.x >> 16);
-  lo = __byte_perm(lds_u16(a), lds_u16(a + 2), e.x);
-  hi = __byte_perm(lds_u16(b), lds_u16(b + 2), e.y);
+  nibble_permute(nibble_loads(word, addr, nl, lut), lo, hi);
 }
 
 }  // namespace sparrow::kernels::tca_bme_mma

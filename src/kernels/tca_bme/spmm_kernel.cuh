@@ -20,7 +20,6 @@
 //      bias / accumulate (mma.cuh).
 #pragma once
 
-#include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
@@ -96,6 +95,21 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes +
                                        Cfg::kValueBytes);
   };
+  // X tile copies: thread t owns the 16-byte pieces t, t + THREADS, ... of the (BLK_N, 64) tile,
+  // i.e. column piece t % 8 of rows t / 8 + 16 i. Interior k tiles of an aligned X take one
+  // pointer add and one copy per piece (rows past N zero-filled); the last k tile and unaligned X
+  // go through tc::load_x_tile's checks.
+  constexpr int kXPieces = (BLK_N * 8 + THREADS - 1) / THREADS;
+  constexpr int kRowsPerPass = THREADS / 8;
+  const int x_row = int(threadIdx.x) / 8, x_col = int(threadIdx.x) % 8 * 8;
+  const bool x_mine = x_row < BLK_N;  // BLK_N = 8 needs half the threads
+  const uint16_t* x_src = a.x + int64_t(n0 + x_row) * a.ldx + x_col;  // (row, k 0) of piece 0
+  const int64_t x_step = int64_t(kRowsPerPass) * a.ldx;
+  uint32_t x_ok = 0;  // bit i: piece i's row is below N
+#pragma unroll
+  for (int i = 0; i < kXPieces; ++i) x_ok |= uint32_t(n0 + x_row + i * kRowsPerPass < a.n) << i;
+  const uint32_t x_dst = tc::smem_addr(stage_x(0)) + uint32_t(x_row * kXPitch + x_col) * 2;
+
   auto load_stage = [&](int step) {
     const int slot = step % STAGES;
     const int64_t g = g0 + step;
@@ -105,11 +119,25 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const uint32_t v0 = offsets[step];
     // A valid group holds at most 4096 values; the clamp only keeps corrupt input in bounds.
     const int chunks = min(int(offsets[step + 1] - v0), 4096) / 8;
-    uint16_t* vs = stage_values(slot);
-    for (int c = threadIdx.x; c < chunks; c += THREADS) {
-      tc::cp_async16(vs + c * 8, w.values + v0 + c * 8, 16);
+    const uint16_t* src = w.values + v0 + threadIdx.x * 8;
+    uint32_t dst = tc::smem_addr(stage_values(slot)) + threadIdx.x * 16;
+    for (int c = threadIdx.x; c < chunks; c += THREADS, src += THREADS * 8, dst += THREADS * 16) {
+      tc::cp_async16(dst, src);
     }
-    tc::load_x_tile<BLK_N, THREADS, kXPitch>(stage_x(slot), a, n0, (kb + step) * tc::kTileK);
+    const int k0 = (kb + step) * tc::kTileK;
+    if (a.x_vec && k0 + tc::kTileK <= a.k) {
+      if (x_mine) {
+        const uint32_t d = x_dst + uint32_t(slot * Cfg::kStageBytes);
+#pragma unroll
+        for (int i = 0; i < kXPieces; ++i) {
+          const bool ok = (x_ok >> i) & 1u;
+          tc::cp_async16(d + uint32_t(i * kRowsPerPass * kXPitch * 2),
+                         ok ? x_src + i * x_step + k0 : a.x, ok ? 16 : 0);
+        }
+      }
+    } else {
+      tc::load_x_tile<BLK_N, THREADS, kXPitch>(stage_x(slot), a, n0, k0);
+    }
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -143,13 +171,21 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const int slot = step % STAGES;
     const uint16_t* xs = stage_x(slot);
     {
-      // Lane l counts bitmaps 2l, 2l+1 (lo, hi, lo, hi): one scan gives every half's first
-      // value; lanes 8w .. 8w+7 hold this warp's bitmaps (16w ..) and write its records. The
+      // Lane l counts bitmaps 2l, 2l+1 (lo, hi, lo, hi); lanes 8w .. 8w+7 hold this warp's
+      // bitmaps (16w ..) and write its records: their first values follow every earlier warp's
+      // (one reduction) and the lanes before them in their group of 8 (a 3-step scan). The
       // records of the previous step were last read before the barrier above.
       const uint4 q = reinterpret_cast<const uint4*>(stage_bitmaps(slot))[lane];
       const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
       const uint32_t total = p0 + p1 + p2 + p3;
-      const uint32_t e = decode::warp_inclusive_scan(total, lane) - total;
+      uint32_t e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
+      uint32_t incl = total;
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) {
+        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
+        if ((lane & 7) >= o) incl += u;
+      }
+      e += incl - total;
       if ((lane >> 3) == warp) {
         const uint32_t o = tc::smem_addr(stage_values(slot)) + 2 * e;
         records[warp][lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
@@ -157,14 +193,22 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       }
       __syncwarp();
     }
+    // All four tiles' shared-memory loads first (the step is latency-bound on their chains:
+    // record -> popcount and table -> values), then the permutes and mma.
+    NibbleLoads ld[4][2];
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
       // Tile (warp, tk): bitmaps 2 * pair (rows 0-7) and 2 * pair + 1 (rows 8-15) of the lane's
       // column half, one 16-byte record load.
       const uint4 r = my_rec[2 * tk + nl.pair];
+      ld[tk][0] = nibble_loads(r.x, r.y, nl, lut);
+      ld[tk][1] = nibble_loads(r.z, r.w, nl, lut);
+    }
+#pragma unroll
+    for (int tk = 0; tk < 4; ++tk) {
       uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
-      nibble_regs(r.x, r.y, nl, lut, af[0], af[2]);
-      nibble_regs(r.z, r.w, nl, lut, af[1], af[3]);
+      nibble_permute(ld[tk][0], af[0], af[2]);
+      nibble_permute(ld[tk][1], af[1], af[3]);
 #pragma unroll
       for (int nt = 0; nt < BLK_N / 8; ++nt) {
         const uint2 bx =
@@ -202,13 +246,17 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
 }
 
 // The one runtime -> template dispatch: N picks the column tile (one tile up to 64 columns, then
-// 128-wide tiles), dtype is the caller's template argument.
+// 128-wide tiles), dtype is the caller's template argument. Two stages up to 32 columns: the
+// kernel is bound by its warps' shared-memory latency chains, not by loads in flight, and the
+// smaller stages fit 8 blocks per SM instead of 5, which also gives the shapes with many group
+// rows more split-K blocks (H100, session 13: 0.86-0.94x the time of three stages on 11008x4096
+// and 28672x8192 at N = 16, 32, within 2 % elsewhere).
 template <class T>
 Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
                     cudaStream_t s) {
-  if (a.n <= 8) return launch<T, Config<8, 3>>(w, a, groups_m, dependent, s);
-  if (a.n <= 16) return launch<T, Config<16, 3>>(w, a, groups_m, dependent, s);
-  if (a.n <= 32) return launch<T, Config<32, 3>>(w, a, groups_m, dependent, s);
+  if (a.n <= 8) return launch<T, Config<8, 2>>(w, a, groups_m, dependent, s);
+  if (a.n <= 16) return launch<T, Config<16, 2>>(w, a, groups_m, dependent, s);
+  if (a.n <= 32) return launch<T, Config<32, 2>>(w, a, groups_m, dependent, s);
   if (a.n <= 64) return launch<T, Config<64, 4>>(w, a, groups_m, dependent, s);
   return launch<T, Config<128, 3>>(w, a, groups_m, dependent, s);
 }
