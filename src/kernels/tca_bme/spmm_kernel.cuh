@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + STAGES * Cfg::kStageBytes);
   // Per warp, the records of its 16 bitmaps: [j] = low halves of bitmaps 2j, 2j+1 (rows 0-3),
   // [8 + j] = high halves (rows 4-7), each {word, value address, word, value address}.
+  static_assert(THREADS == 128, "records: one row per warp of four");
   __shared__ uint4 records[4][16];
   __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble
 
