@@ -128,3 +128,22 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   // The persistent macko kernel (N > 4) does not take it.
   EXPECT_FALSE(matmul_takes_input_rms(m.value(), 8));
 }
+
+// The shipped table leaves tca_bme.mma out at N <= 8 (make_rule_table.py --leave-out: the 7B
+// engine at batch 8 ran slower with it than with tca_bme.decode, session 13), so a tca_bme weight
+// keeps the kernel that takes input_rms there; from N = 16 to 32 the table's measurements pick
+// tca_bme.mma. A regenerated table that drops the leave-out fails here.
+TEST(Dispatch, TcaBmeKeepsDecodeUpToEightTokens) {
+  for (double d : {0.5, 0.3, 0.1}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 8}) {
+      auto k = pick_kernel(Format::tca_bme, d, n);
+      ASSERT_TRUE(k.ok()) << "N=" << n;
+      EXPECT_NE(k->kernel, "tca_bme.mma") << "density " << d << " N=" << n << ": " << k->reason;
+    }
+    for (int64_t n : {16, 32}) {
+      auto k = pick_kernel(Format::tca_bme, d, n);
+      ASSERT_TRUE(k.ok()) << "N=" << n;
+      EXPECT_EQ(k->kernel, "tca_bme.mma") << "density " << d << " N=" << n << ": " << k->reason;
+    }
+  }
+}
