@@ -291,10 +291,7 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if constexpr (Config::nibble_order(NT)) {
-    if (threadIdx.x < 16) {
-      const tca_bme_mma::NibbleEntry e = tca_bme_mma::nibble_entry(threadIdx.x);
-      lut[threadIdx.x] = make_uint2(e.x, e.y);
-    }
+    tca_bme_mma::fill_nibble_table(lut);
     __syncthreads();
   }
   int blocks = 1, rank = 0;

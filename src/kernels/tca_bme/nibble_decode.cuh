@@ -19,6 +19,15 @@ __device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
   return v;
 }
 
+// Threads 0..15 of a block write the 16 entries of the table the decode indexes (fragment.hpp's
+// nibble_entry) into `lut` in shared memory; the caller's barrier publishes them.
+__device__ __forceinline__ void fill_nibble_table(uint2* lut) {
+  if (threadIdx.x < 16) {
+    const NibbleEntry e = nibble_entry(threadIdx.x);
+    lut[threadIdx.x] = make_uint2(e.x, e.y);
+  }
+}
+
 // A byte permute whose selector is used as given: the table's selectors never set a nibble's sign
 // bit, and their upper 16 bits (a byte distance) are ignored. __byte_perm would first mask every
 // selector with 0x7777, one more instruction per register.

@@ -80,10 +80,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 
   // The value offsets of this block's groups, once: each stage's copy size depends on them.
   for (int i = threadIdx.x; i <= steps; i += THREADS) offsets[i] = w.group_offsets[g0 + i];
-  if (threadIdx.x < 16) {
-    const NibbleEntry e = nibble_entry(threadIdx.x);
-    lut[threadIdx.x] = make_uint2(e.x, e.y);
-  }
+  fill_nibble_table(lut);
   __syncthreads();
 
   auto stage_bitmaps = [&](int slot) {
