@@ -93,20 +93,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes +
                                        Cfg::kValueBytes);
   };
-  // X tile copies: thread t owns the 16-byte pieces t, t + THREADS, ... of the (BLK_N, 64) tile,
-  // i.e. column piece t % 8 of rows t / 8 + 16 i. Interior k tiles of an aligned X take one
-  // pointer add and one copy per piece (rows past N zero-filled); the last k tile and unaligned X
-  // go through tc::load_x_tile's checks.
-  constexpr int kXPieces = (BLK_N * 8 + THREADS - 1) / THREADS;
-  constexpr int kRowsPerPass = THREADS / 8;
-  const int x_row = int(threadIdx.x) / 8, x_col = int(threadIdx.x) % 8 * 8;
-  const bool x_mine = x_row < BLK_N;  // BLK_N = 8 needs half the threads
-  const uint16_t* x_src = a.x + int64_t(n0 + x_row) * a.ldx + x_col;  // (row, k 0) of piece 0
-  const int64_t x_step = int64_t(kRowsPerPass) * a.ldx;
-  uint32_t x_ok = 0;  // bit i: piece i's row is below N
-#pragma unroll
-  for (int i = 0; i < kXPieces; ++i) x_ok |= uint32_t(n0 + x_row + i * kRowsPerPass < a.n) << i;
-  const uint32_t x_dst = tc::smem_addr(stage_x(0)) + uint32_t(x_row * kXPitch + x_col) * 2;
+  const tc::XTileCopy<BLK_N, THREADS, kXPitch> copy_x(a, n0, stage_x(0));
 
   auto load_stage = [&](int step) {
     const int slot = step % STAGES;
@@ -122,20 +109,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int c = threadIdx.x; c < chunks; c += THREADS, src += THREADS * 8, dst += THREADS * 16) {
       tc::cp_async16(dst, src);
     }
-    const int k0 = (kb + step) * tc::kTileK;
-    if (a.x_vec && k0 + tc::kTileK <= a.k) {
-      if (x_mine) {
-        const uint32_t d = x_dst + uint32_t(slot * Cfg::kStageBytes);
-#pragma unroll
-        for (int i = 0; i < kXPieces; ++i) {
-          const bool ok = (x_ok >> i) & 1u;
-          tc::cp_async16(d + uint32_t(i * kRowsPerPass * kXPitch * 2),
-                         ok ? x_src + i * x_step + k0 : a.x, ok ? 16 : 0);
-        }
-      }
-    } else {
-      tc::load_x_tile<BLK_N, THREADS, kXPitch>(stage_x(slot), a, n0, k0);
-    }
+    copy_x(stage_x(slot), uint32_t(slot * Cfg::kStageBytes), a, n0, (kb + step) * tc::kTileK);
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;

@@ -137,6 +137,51 @@ __device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n
   }
 }
 
+// Per-step X-tile copies of a kernel that walks k tiles: thread t owns the 16-byte pieces t,
+// t + THREADS, ... of the (BLK_N, 64) tile, i.e. column piece t % 8 of rows t / 8 + (THREADS / 8) i.
+// Its row pointers and row checks are worked out once, so an interior k tile of an aligned X costs
+// one pointer add and one copy per piece (rows past N zero-filled), where load_x_tile's per-piece
+// bounds checks and 64-bit row arithmetic cost ~45 instructions (tca_bme.mma, ncu, H100, session
+// 13). The last k tile and unaligned X go through load_x_tile.
+template <int BLK_N, int THREADS, int PITCH = kPitch>
+struct XTileCopy {
+  static constexpr int kPieces = (BLK_N * 8 + THREADS - 1) / THREADS;
+  static constexpr int kRowsPerPass = THREADS / 8;
+  const uint16_t* src;  // (row, k 0) of piece 0
+  int64_t step;         // elements from one piece's row to the next
+  uint32_t ok = 0;      // bit i: piece i's row is below N
+  uint32_t dst;         // shared-memory address of piece 0 in the first tile
+  bool mine;            // the thread owns pieces (BLK_N = 8 needs half the threads)
+
+  // tile0: the first of the kernel's X tiles (the others follow at byte offsets from it).
+  __device__ __forceinline__ XTileCopy(const XYArgs& a, int n0, const uint16_t* tile0) {
+    const int row = int(threadIdx.x) / 8, col = int(threadIdx.x) % 8 * 8;
+    mine = row < BLK_N;
+    src = a.x + int64_t(n0 + row) * a.ldx + col;
+    step = int64_t(kRowsPerPass) * a.ldx;
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) ok |= uint32_t(n0 + row + i * kRowsPerPass < a.n) << i;
+    dst = smem_addr(tile0) + uint32_t(row * PITCH + col) * 2;
+  }
+  // X[n0 .., k0 .. k0 + 64) into `tile` (BLK_N, PITCH), which lies `from_tile0` bytes after the
+  // first tile.
+  __device__ __forceinline__ void operator()(uint16_t* tile, uint32_t from_tile0, const XYArgs& a,
+                                             int n0, int k0) const {
+    if (a.x_vec && k0 + kTileK <= a.k) {
+      if (!mine) return;
+      const uint32_t d = dst + from_tile0;
+#pragma unroll
+      for (int i = 0; i < kPieces; ++i) {
+        const bool in = (ok >> i) & 1u;
+        cp_async16(d + uint32_t(i * kRowsPerPass * PITCH * 2), in ? src + i * step + k0 : a.x,
+                   in ? 16 : 0);
+      }
+    } else {
+      load_x_tile<BLK_N, THREADS, PITCH>(tile, a, n0, k0);
+    }
+  }
+};
+
 // B fragments of mma.m16n8k16 for two n8 tiles (n_base.., n_base+8..) at k offset kk from an X
 // tile in shared memory: b[0],b[1] for the first n tile, b[2],b[3] for the second.
 __device__ __forceinline__ void load_b_pair(uint32_t (&b)[4], const uint16_t* xs, int n_base,
