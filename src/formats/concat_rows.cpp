@@ -151,6 +151,7 @@ Result<Weight> concat_tca_bme(const std::vector<const tca_bme::Matrix*>& ms, con
   out.bitmaps = Buffer<uint64_t>(std::move(bitmaps));
   out.group_offsets = Buffer<uint32_t>(std::move(offsets));
   out.values = Buffer<uint16_t>(std::move(values));
+  tca_bme::derive(out);
   return Weight(std::move(out));
 }
 

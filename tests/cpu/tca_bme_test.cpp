@@ -2,6 +2,7 @@
 // example, byte accounting, the reference walk, and rejection of corrupted buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,7 +24,13 @@ tca_bme::Matrix round_trip(const ConstMatrixView& w, const std::string& what) {
   EXPECT_EQ(m->nnz, test::count_nonzeros(w)) << what;
   EXPECT_EQ(m->groups_m, (w.rows + 63) / 64) << what;
   EXPECT_EQ(m->groups_k, (w.cols + 63) / 64) << what;
-  for (uint32_t off : m->group_offsets.host()) EXPECT_EQ(off % 8, 0u) << what;
+  int64_t most = 0;
+  const std::vector<uint32_t>& off = m->group_offsets.host();
+  for (size_t g = 0; g < off.size(); ++g) {
+    EXPECT_EQ(off[g] % 8, 0u) << what;
+    if (g > 0) most = std::max<int64_t>(most, off[g] - off[g - 1]);
+  }
+  EXPECT_EQ(m->max_group_values, most) << what;
   auto d = tca_bme::decode(m.value());
   EXPECT_TRUE(d.ok()) << what << ": " << d.status().to_string();
   if (d.ok()) {
@@ -334,6 +341,22 @@ TEST(TcaBme, ValidateRejectsBitmapsInconsistentWithOffsets) {
     }
     ASSERT_TRUE(found);
     expect_corrupt(m, "padding value");
+  }
+}
+
+// max_group_values sizes tca_bme.mma's shared-memory stages: a field below the largest group
+// would let a copy run past its stage, so validate refuses any value but the true one.
+TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
+  tca_bme::Matrix good = sample();
+  ASSERT_GT(good.max_group_values, 0);
+  for (int64_t wrong : {int64_t(0), good.max_group_values - 8, good.max_group_values + 8,
+                        int64_t(-1)}) {
+    tca_bme::Matrix m = good;
+    m.max_group_values = wrong;
+    expect_corrupt(m, "max_group_values");
+    tca_bme::derive(m);
+    EXPECT_EQ(m.max_group_values, good.max_group_values);
+    EXPECT_TRUE(tca_bme::validate(m).ok());
   }
 }
 

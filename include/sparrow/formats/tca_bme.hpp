@@ -39,6 +39,11 @@ struct Matrix {
   Buffer<uint64_t> bitmaps;        // (groups * 64)
   Buffer<uint32_t> group_offsets;  // (groups + 1)
   Buffer<uint16_t> values;         // (group_offsets[groups])
+  // Derived when the matrix is built (encode, checkpoint load, concat_rows) by derive(), not
+  // stored in files: the most values one group stores (group_offsets[g + 1] - group_offsets[g],
+  // at most 4096), which tca_bme.mma sizes its shared-memory stages by (group_offsets may be on
+  // the GPU when it launches).
+  int64_t max_group_values = 0;
 
   int64_t groups() const { return groups_m * groups_k; }
   size_t storage_bytes() const { return bitmaps.bytes() + group_offsets.bytes() + values.bytes(); }
@@ -47,5 +52,8 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
+// Fills max_group_values from the host group_offsets (nothing for a device matrix). Safe on
+// malformed offsets; validate reports them.
+void derive(Matrix& m);
 
 }  // namespace sparrow::tca_bme

@@ -85,7 +85,18 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   m.bitmaps = Buffer<uint64_t>(std::move(bitmaps));
   m.group_offsets = Buffer<uint32_t>(std::move(offsets));
   m.values = Buffer<uint16_t>(std::move(values));
+  derive(m);
   return m;
+}
+
+void derive(Matrix& m) {
+  if (m.group_offsets.on_device()) return;
+  const std::vector<uint32_t>& off = m.group_offsets.host();
+  int64_t most = 0;
+  for (size_t g = 1; g < off.size(); ++g) {
+    if (off[g] >= off[g - 1]) most = std::max<int64_t>(most, int64_t(off[g] - off[g - 1]));
+  }
+  m.max_group_values = most;
 }
 
 Status validate(const Matrix& m) {
@@ -138,7 +149,7 @@ Status validate(const Matrix& m) {
                           " is not a multiple of " + std::to_string(kValueAlign));
     }
   }
-  uint64_t nnz = 0;
+  uint64_t nnz = 0, most = 0;
   for (uint64_t g = 0; g < groups; ++g) {
     // Edge groups: bits for rows >= M or columns >= K must be clear.
     const int64_t valid_rows = std::min<int64_t>(kGroupRows, s.rows - int64_t(g / groups_k) * kGroupRows);
@@ -178,10 +189,16 @@ Status validate(const Matrix& m) {
       }
     }
     nnz += n;
+    most = std::max(most, stored);
   }
   if (m.nnz < 0 || uint64_t(m.nnz) != nnz) {
     return corrupt_data("tca_bme: nnz field is " + std::to_string(m.nnz) + " but the bitmaps mark " +
                         str(nnz) + " non-zeros");
+  }
+  if (m.max_group_values < 0 || uint64_t(m.max_group_values) != most) {
+    return corrupt_data("tca_bme: max_group_values is " + std::to_string(m.max_group_values) +
+                        " but the largest group stores " + str(most) +
+                        " values (call derive())");
   }
   return Status::success();
 }
