@@ -1,6 +1,7 @@
 // Tensor-core SpMM kernels (tca_bme.mma, tiled_csl.mma) vs the CPU reference in double: fp16 and
 // bf16 (tolerances in gpu_test_util.hpp: 1e-3 and 8e-3 normalised), odd shapes, every N from 1 to
-// 70 plus the bucket edges, sparsity from fully dense tiles to nearly empty, bias / accumulate,
+// 70 plus the bucket edges, sparsity from fully dense tiles to nearly empty, groups of very
+// different sizes, bias / accumulate,
 // CUDA-graph replay and run-to-run determinism (split-K reduces in a fixed order).
 #include <cuda_runtime.h>
 
@@ -91,6 +92,43 @@ TEST(TcSpmm, SparsityFromDenseTilesToNearlyEmpty) {
       check_all_n(k, patterns::magnitude(t, 512, 768, 0.6, 32), {8, 40, 200}, 500);
       check_all_n(k, patterns::block(t, 256, 512, 16, 16, 0.5, 33), {16, 64}, 510);
     }
+  }
+}
+
+// tca_bme.mma sizes its value stages by the weight's largest group (max_group_values): one dense
+// group among groups at 10 % must be copied whole, and an all-zero weight has no values at all.
+HostMatrix one_dense_group(DType t, uint64_t seed) {
+  HostMatrix w = patterns::random(t, 200, 300, 0.9, seed);
+  const HostMatrix d = patterns::dense_random(t, 64, 64, seed + 1);
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t c = 0; c < 64; ++c) w.set(64 + r, 128 + c, d.at(r, c));
+  return w;
+}
+
+TEST(TcSpmm, GroupsOfVeryDifferentSizes) {
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      check_all_n(k, one_dense_group(t, 35), {1, 8, 16, 32, 64, 65, 129}, 520);
+      check_all_n(k, HostMatrix(t, 130, 200), {8, 33}, 530);
+    }
+  }
+}
+
+// A tca_bme weight whose max_group_values was never derived (0 with non-zeros) or is out of range
+// is refused: its stages would be too small for its groups.
+TEST(TcSpmm, TcaBmeRefusesUnderivedMaxGroupValues) {
+  auto e = encode(Format::tca_bme, patterns::random(DType::fp16, 100, 150, 0.5, 36).view());
+  ASSERT_TRUE(e.ok());
+  test::DeviceMatrix x = test::DeviceMatrix::alloc(DType::fp16, 16, 150);
+  test::DeviceMatrix y = test::DeviceMatrix::alloc(DType::fp16, 16, 100);
+  for (int64_t wrong : {int64_t(0), int64_t(-8), int64_t(4104)}) {
+    Weight w = e.value();
+    std::get<tca_bme::Matrix>(w).max_group_values = wrong;
+    auto dw = to_device(w);
+    ASSERT_TRUE(dw.ok());
+    Status s = kernels::find_kernel("tca_bme.mma")->run({dw.value(), x.view, y.view, {}}, nullptr);
+    EXPECT_EQ(s.code(), Code::invalid_argument) << wrong << ": " << s.to_string();
+    EXPECT_NE(s.message().find("max_group_values"), std::string::npos) << s.message();
   }
 }
 
@@ -200,6 +238,7 @@ TEST(TcSpmmSanitizer, Subset) {
     for (DType t : kTypes) {
       check_all_n(k, patterns::random(t, 130, 1000, 0.5, 91), {5, 16, 30, 64, 130}, 1000);
       check_all_n(k, patterns::random(t, 70, 61, 0.0, 92), {9}, 1100);
+      check_all_n(k, one_dense_group(t, 93), {8, 32}, 1200);
     }
   }
 }

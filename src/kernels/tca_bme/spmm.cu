@@ -1,5 +1,6 @@
 // tca_bme.mma run function: argument checks, then the dtype's launcher (spmm_kernel.cuh).
 #include <cstdint>
+#include <string>
 #include <variant>
 
 #include "kernels/kernel.hpp"
@@ -24,8 +25,15 @@ Status run_tca_bme_mma(const Problem& p, Stream stream) {
       w.bitmaps.size() != size_t(w.groups() * 64)) {
     return invalid_argument("tca_bme.mma: the weight's arrays do not match its shape");
   }
+  // The stages hold max_group_values values; 0 with non-zeros means derive() never ran.
+  if (w.max_group_values < 0 || w.max_group_values > 64 * 64 ||
+      (w.max_group_values == 0 && w.nnz > 0)) {
+    return invalid_argument("tca_bme.mma: the weight's max_group_values (" +
+                            std::to_string(w.max_group_values) +
+                            ") is not derived from its group offsets (tca_bme::derive)");
+  }
   tca_bme_mma::WeightArgs wa{w.bitmaps.data(), w.group_offsets.data(), w.values.data(),
-                             int(w.groups_k)};
+                             int(w.groups_k), int((w.max_group_values + 7) / 8 * 8)};
   tc::XYArgs a{};
   a.x = static_cast<const uint16_t*>(p.x.data);
   a.y = p.y.data;

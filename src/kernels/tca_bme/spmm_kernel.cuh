@@ -3,8 +3,11 @@
 //
 // A block owns one 64-row group row of W (BLK_M = 64, four warps, warp w = tc-tile row tm = w)
 // times BLK_N columns of Y, and walks its share of the 64-wide group tiles along K:
-//   1. cp.async pipeline (STAGES deep): the group's 64 bitmaps (512 B), its values (compressed,
-//      at most 8 KB) and the X tile (BLK_N, 64) go to shared memory; nothing is expanded.
+//   1. cp.async pipeline (STAGES deep): the group's 64 bitmaps (512 B), the X tile (BLK_N, 64)
+//      and its values (compressed) go to shared memory; nothing is expanded. A stage holds as
+//      many values as the weight's largest group (max_group_values), not the 4096 of a dense
+//      group: the kernel is latency-bound, so the blocks per SM that shared memory allows are
+//      its speed (at 50 % a stage's values take ~4.4 KB instead of 8 KB).
 //   2. Each warp builds the records {32-bit half, address of its first value} of its own 16
 //      bitmaps with one warp scan of the group's popcounts, then decodes its A fragments of
 //      mma.m16n8k16 from them in nibble order (fragment.hpp, nibble_decode.cuh): A and B number a
@@ -15,10 +18,12 @@
 //      warp-instructions per weight element at N = 8-32 (ncu, H100, 4096x11008 at 50 %), with
 //      under 3 % of them mma.
 //   3. B fragments in the same order: lane (g, t) needs X[token g][4t .. 4t+3], one 8-byte shared
-//      load from the X tile, whose pitch (kXPitch) makes those loads conflict-free.
+//      load from the X tile, whose layout (Config::XLayout) makes those loads conflict-free.
 //   4. Split-K over a thread-block cluster on sm_90 (deterministic DSMEM reduction), epilogue with
 //      bias / accumulate (mma.cuh).
 #pragma once
+
+#include <type_traits>
 
 #include "kernels/dependent_launch.cuh"
 #include "kernels/tca_bme/fragment.hpp"
@@ -29,11 +34,6 @@
 
 namespace sparrow::kernels::tca_bme_mma {
 
-// X-tile pitch in elements: 80 (160 bytes = 40 banks) puts the 8-byte B loads of rows g = 0..3
-// (one half-warp's phase) in banks 8g .. 8g+7, conflict-free; the 72 of ldmatrix readers would
-// overlap rows g and g + 1.
-constexpr int kXPitch = 80;
-
 // Tile configuration of one instantiation.
 template <int BLK_N_, int STAGES_>
 struct Config {
@@ -41,14 +41,27 @@ struct Config {
   static constexpr int BLK_N = BLK_N_;
   static constexpr int STAGES = STAGES_;
   static constexpr int THREADS = 128;  // 4 warps, one per 16-row tc-tile row
-  static constexpr int kBitmapBytes = 64 * 8;              // (64) uint64
-  // (<= 4096) values of a dense group, then a tail the nibble decode may read past the group's
-  // last value (nibble_decode.cuh) and no copy writes.
-  static constexpr int kValueBytes = 64 * 64 * 2 + 16;
-  static constexpr int kXBytes = BLK_N * kXPitch * 2;      // (BLK_N, kXPitch)
-  static constexpr int kStageBytes = kBitmapBytes + kValueBytes + kXBytes;
+  static constexpr int kBitmapBytes = 64 * 8;                  // (64) uint64
+  // The X tile (BLK_N, 64): rows of pitch 80 up to 32 columns (160 bytes = 40 banks put the B
+  // loads of rows g = 0..3 in banks 8g .. 8g+7; every B load an immediate offset from one lane
+  // address), swizzled rows from 64 (no padding: at 64 and 128 columns the X tile is most of a
+  // stage, and the 20 % it saves is one more block per SM). H100, session 14, against the
+  // kernel before value stages were sized by max_group_values: swizzled rows took 1.04-1.09x the
+  // time at N = 8 and 0.90-1.14x at 32 (a few more instructions per step, loads issued later)
+  // where pitch 80 took 0.99-1.01x and 0.88-1.01x; at N = 64 pitch 80 took 1.1-1.8x swizzled's
+  // time, at 128 0.98-1.24x.
+  using XLayout = std::conditional_t<(BLK_N >= 64), tc::SwizzledRows, tc::PaddedRows<80>>;
+  static constexpr int kXBytes = BLK_N * XLayout::kRowStep * 2;  // (BLK_N, kRowStep)
+  // A stage: bitmaps | X tile | values (the launch's value_cap) and a tail of 16 bytes the
+  // nibble decode may read past the group's last value (nibble_decode.cuh) and no copy writes.
+  static constexpr int kFixedStageBytes = kBitmapBytes + kXBytes;
+  static constexpr int kValueTailBytes = 16;
   static constexpr int kRedBytes = BLK_N * (BLK_M + 4) * 4;  // epilogue tile (BLK_N, BLK_M + 4)
-  static_assert(kStageBytes % 16 == 0, "stages start 16-byte aligned (cp.async)");
+  static_assert(kFixedStageBytes % 16 == 0, "values start 16-byte aligned (cp.async)");
+  // Bytes of one stage for groups of at most `value_cap` values (a multiple of 8).
+  static constexpr uint32_t stage_bytes(int value_cap) {
+    return uint32_t(kFixedStageBytes + value_cap * 2 + kValueTailBytes);
+  }
 };
 
 struct WeightArgs {
@@ -56,6 +69,7 @@ struct WeightArgs {
   const uint32_t* group_offsets;
   const uint16_t* values;
   int groups_k;
+  int value_cap;  // a stage's values: max_group_values rounded up to 8, at most 4096
 };
 
 template <class T, class Cfg>
@@ -63,8 +77,9 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     spmm_kernel(WeightArgs w, tc::XYArgs a, int splits) {
   constexpr int BLK_N = Cfg::BLK_N, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
   extern __shared__ __align__(16) unsigned char smem[];
-  // Per stage: bitmaps (64) u64 | values (4096) u16 + tail | X tile (BLK_N, kXPitch) u16.
-  uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + STAGES * Cfg::kStageBytes);
+  // Per stage: bitmaps (64) u64 | X tile (BLK_N, XLayout) u16 | values (value_cap) u16 + tail.
+  const uint32_t stage_bytes = Cfg::stage_bytes(w.value_cap);
+  uint32_t* offsets = reinterpret_cast<uint32_t*>(smem + STAGES * stage_bytes);
   // Per warp, the records of its 16 bitmaps: [j] = low halves of bitmaps 2j, 2j+1 (rows 0-3),
   // [8 + j] = high halves (rows 4-7), each {word, value address, word, value address}.
   static_assert(THREADS == 128, "records: one row per warp of four");
@@ -84,16 +99,15 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   __syncthreads();
 
   auto stage_bitmaps = [&](int slot) {
-    return reinterpret_cast<uint64_t*>(smem + slot * Cfg::kStageBytes);
-  };
-  auto stage_values = [&](int slot) {
-    return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes);
+    return reinterpret_cast<uint64_t*>(smem + slot * stage_bytes);
   };
   auto stage_x = [&](int slot) {
-    return reinterpret_cast<uint16_t*>(smem + slot * Cfg::kStageBytes + Cfg::kBitmapBytes +
-                                       Cfg::kValueBytes);
+    return reinterpret_cast<uint16_t*>(smem + slot * stage_bytes + Cfg::kBitmapBytes);
   };
-  const tc::XTileCopy<BLK_N, THREADS, kXPitch> copy_x(a, n0, stage_x(0));
+  auto stage_values = [&](int slot) {
+    return reinterpret_cast<uint16_t*>(smem + slot * stage_bytes + Cfg::kFixedStageBytes);
+  };
+  const tc::XTileCopy<BLK_N, THREADS, typename Cfg::XLayout> copy_x(a, n0, stage_x(0));
 
   auto load_stage = [&](int step) {
     const int slot = step % STAGES;
@@ -102,14 +116,15 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       tc::cp_async16(stage_bitmaps(slot) + threadIdx.x * 2, w.bitmaps + g * 64 + threadIdx.x * 2, 16);
     }
     const uint32_t v0 = offsets[step];
-    // A valid group holds at most 4096 values; the clamp only keeps corrupt input in bounds.
-    const int chunks = min(int(offsets[step + 1] - v0), 4096) / 8;
+    // A valid group holds at most value_cap values (validate checks max_group_values); the clamp
+    // only keeps corrupt input inside the stage.
+    const int chunks = min(int(offsets[step + 1] - v0), w.value_cap) / 8;
     const uint16_t* src = w.values + v0 + threadIdx.x * 8;
     uint32_t dst = tc::smem_addr(stage_values(slot)) + threadIdx.x * 16;
     for (int c = threadIdx.x; c < chunks; c += THREADS, src += THREADS * 8, dst += THREADS * 16) {
       tc::cp_async16(dst, src);
     }
-    copy_x(stage_x(slot), uint32_t(slot * Cfg::kStageBytes), a, n0, (kb + step) * tc::kTileK);
+    copy_x(stage_x(slot), uint32_t(slot) * stage_bytes, a, n0, (kb + step) * tc::kTileK);
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -183,8 +198,10 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       nibble_permute(ld[tk][1], af[1], af[3]);
 #pragma unroll
       for (int nt = 0; nt < BLK_N / 8; ++nt) {
-        const uint2 bx =
-            *reinterpret_cast<const uint2*>(xs + (nt * 8 + g) * kXPitch + tk * 16 + 4 * t4);
+        // X row nt * 8 + g, columns 16 tk + 4 t4 .. + 3 (both layouts keep a 16-byte piece
+        // whole, so the 4 t4 can be added to the piece-pair's start).
+        const uint2 bx = *reinterpret_cast<const uint2*>(
+            xs + Cfg::XLayout::index(nt * 8 + g, tk * 16) + 4 * t4);
         tc::mma_16816<T>(acc[nt], af, bx.x, bx.y);
       }
     }
@@ -200,8 +217,8 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
               cudaStream_t stream) {
   auto kernel = spmm_kernel<T, Cfg>;
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
-  const size_t smem =
-      std::max(size_t(Cfg::STAGES) * Cfg::kStageBytes + offsets_bytes, size_t(Cfg::kRedBytes));
+  const size_t smem = std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
+                               size_t(Cfg::kRedBytes));
   SPARROW_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(

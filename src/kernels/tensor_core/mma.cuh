@@ -105,18 +105,40 @@ struct XYArgs {
   bool x_vec;  // X rows are 16-byte aligned (base aligned, ldx % 8 == 0): cp.async path
 };
 
-// Copies X[n0 .. n0+BLK_N) x [k0 .. k0+64) into shared memory (BLK_N, PITCH), zero-filling rows
-// >= N and columns >= K: the weight's padding is zero, but 0 * garbage may be NaN, so X's padding
-// must be zero too. Asynchronous (cp.async) when X rows are 16-byte aligned, else plain loads.
-// PITCH: kPitch for ldmatrix readers; a multiple of 8 elements in any case (16-byte rows).
-template <int BLK_N, int THREADS, int PITCH = kPitch>
-__device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n0, int k0) {
+// Layouts of a (rows, 64) k tile in shared memory: index(row, col) is the element index of
+// (row, col) for col a multiple of 8 (the 16-byte piece col .. col + 7 is contiguous), and a piece
+// one row further down lies kRowStep elements further on.
+//
+// PaddedRows: rows PITCH elements apart (kPitch for ldmatrix readers; a multiple of 8 in any case).
+template <int PITCH>
+struct PaddedRows {
   static_assert(PITCH % 8 == 0 && PITCH >= kTileK, "16-byte aligned rows of 64 elements");
+  static constexpr int kRowStep = PITCH;
+  __device__ __forceinline__ static int index(int row, int col) { return row * PITCH + col; }
+};
+// SwizzledRows: rows of 64 elements, no padding; piece p of row r is stored at piece p ^ 2 (r % 4).
+// A reader whose lane (g, t) loads 8 bytes at row n + g (n a multiple of 4), columns
+// 16 j + 4 t .. + 3, finds them at index(n + g, 16 j) + 4 t: rows g = 0..3 (one half-warp's phase)
+// then cover the 32 banks once, as a pitch of 80 elements does for plain rows, in 20 % less
+// shared memory; the cost is an address per j instead of an immediate offset.
+struct SwizzledRows {
+  static constexpr int kRowStep = kTileK;
+  __device__ __forceinline__ static int index(int row, int col) {
+    return row * kTileK + (col ^ ((row & 3) << 4));
+  }
+};
+
+// Copies X[n0 .. n0+BLK_N) x [k0 .. k0+64) into shared memory (BLK_N rows of Layout), zero-filling
+// rows >= N and columns >= K: the weight's padding is zero, but 0 * garbage may be NaN, so X's
+// padding must be zero too. Asynchronous (cp.async) when X rows are 16-byte aligned, else plain
+// loads.
+template <int BLK_N, int THREADS, class Layout = PaddedRows<kPitch>>
+__device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n0, int k0) {
   constexpr int kChunks = BLK_N * (kTileK / 8);
   for (int c = threadIdx.x; c < kChunks; c += THREADS) {
     const int r = c / 8, col = (c % 8) * 8;
     const int n = n0 + r, k = k0 + col;
-    uint16_t* dst = xs + r * PITCH + col;
+    uint16_t* dst = xs + Layout::index(r, col);
     if (a.x_vec) {
       int bytes = (n < a.n && k < a.k) ? min(16, (a.k - k) * 2) : 0;
       const uint16_t* src = bytes > 0 ? a.x + int64_t(n) * a.ldx + k : a.x;
@@ -143,7 +165,7 @@ __device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n
 // one pointer add and one copy per piece (rows past N zero-filled), where load_x_tile's per-piece
 // bounds checks and 64-bit row arithmetic cost ~45 instructions (tca_bme.mma, ncu, H100, session
 // 13). The last k tile and unaligned X go through load_x_tile.
-template <int BLK_N, int THREADS, int PITCH = kPitch>
+template <int BLK_N, int THREADS, class Layout = PaddedRows<kPitch>>
 struct XTileCopy {
   static constexpr int kPieces = (BLK_N * 8 + THREADS - 1) / THREADS;
   static constexpr int kRowsPerPass = THREADS / 8;
@@ -161,10 +183,10 @@ struct XTileCopy {
     step = int64_t(kRowsPerPass) * a.ldx;
 #pragma unroll
     for (int i = 0; i < kPieces; ++i) ok |= uint32_t(n0 + row + i * kRowsPerPass < a.n) << i;
-    dst = smem_addr(tile0) + uint32_t(row * PITCH + col) * 2;
+    dst = smem_addr(tile0) + uint32_t(Layout::index(row, col)) * 2;
   }
-  // X[n0 .., k0 .. k0 + 64) into `tile` (BLK_N, PITCH), which lies `from_tile0` bytes after the
-  // first tile.
+  // X[n0 .., k0 .. k0 + 64) into `tile` (BLK_N rows of Layout), which lies `from_tile0` bytes
+  // after the first tile.
   __device__ __forceinline__ void operator()(uint16_t* tile, uint32_t from_tile0, const XYArgs& a,
                                              int n0, int k0) const {
     if (a.x_vec && k0 + kTileK <= a.k) {
@@ -173,11 +195,11 @@ struct XTileCopy {
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const bool in = (ok >> i) & 1u;
-        cp_async16(d + uint32_t(i * kRowsPerPass * PITCH * 2), in ? src + i * step + k0 : a.x,
+        cp_async16(d + uint32_t(i * kRowsPerPass * Layout::kRowStep * 2), in ? src + i * step + k0 : a.x,
                    in ? 16 : 0);
       }
     } else {
-      load_x_tile<BLK_N, THREADS, PITCH>(tile, a, n0, k0);
+      load_x_tile<BLK_N, THREADS, Layout>(tile, a, n0, k0);
     }
   }
 };
