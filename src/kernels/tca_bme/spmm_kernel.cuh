@@ -236,12 +236,12 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
 
 // The one runtime -> template dispatch: N picks the column tile (one tile up to 64 columns, then
 // 128-wide tiles), dtype is the caller's template argument. Two stages up to 16 columns: the
-// kernel is bound by its warps' shared-memory latency chains, not by loads in flight, and the
-// smaller stages fit 8 blocks per SM instead of 5, which also gives the shapes with many group
-// rows more split-K blocks (H100, session 13: 0.86-0.92x the time of three stages on 11008x4096
-// and 28672x8192 at N = 16, within 2 % elsewhere). 32 columns keep three: alone two measured
-// 0.90-0.94x there too, but the 7B engine at batch 32 (50 %) ran 4155 t/s with two against 4279
-// with three.
+// kernel is bound by its warps' shared-memory latency chains, not by loads in flight, and
+// smaller stages fit more blocks per SM, which also gives the shapes with many group rows more
+// split-K blocks (H100, session 13, with 8 KB value stages: 8 blocks per SM instead of 5,
+// 0.86-0.92x the time of three stages on 11008x4096 and 28672x8192 at N = 16, within 2 %
+// elsewhere). 32 columns keep three: alone two measured 0.90-0.94x there too, but the 7B engine
+// at batch 32 (50 %) ran 4155 t/s with two against 4279 with three.
 template <class T>
 Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
                     cudaStream_t s) {

@@ -106,14 +106,16 @@ struct XYArgs {
 };
 
 // Layouts of a (rows, 64) k tile in shared memory: index(row, col) is the element index of
-// (row, col) for col a multiple of 8 (the 16-byte piece col .. col + 7 is contiguous), and a piece
-// one row further down lies kRowStep elements further on.
+// (row, col) for col a multiple of 8 (the 16-byte piece col .. col + 7 is contiguous), a piece
+// one row further down lies kRowStep elements further on, and a piece kPeriod rows further down
+// lies kPeriod * kRowStep elements further on (the same place within its row).
 //
 // PaddedRows: rows PITCH elements apart (kPitch for ldmatrix readers; a multiple of 8 in any case).
 template <int PITCH>
 struct PaddedRows {
   static_assert(PITCH % 8 == 0 && PITCH >= kTileK, "16-byte aligned rows of 64 elements");
   static constexpr int kRowStep = PITCH;
+  static constexpr int kPeriod = 1;
   __device__ __forceinline__ static int index(int row, int col) { return row * PITCH + col; }
 };
 // SwizzledRows: rows of 64 elements, no padding; piece p of row r is stored at piece p ^ 2 (r % 4).
@@ -123,6 +125,7 @@ struct PaddedRows {
 // shared memory; the cost is an address per j instead of an immediate offset.
 struct SwizzledRows {
   static constexpr int kRowStep = kTileK;
+  static constexpr int kPeriod = 4;
   __device__ __forceinline__ static int index(int row, int col) {
     return row * kTileK + (col ^ ((row & 3) << 4));
   }
@@ -169,6 +172,7 @@ template <int BLK_N, int THREADS, class Layout = PaddedRows<kPitch>>
 struct XTileCopy {
   static constexpr int kPieces = (BLK_N * 8 + THREADS - 1) / THREADS;
   static constexpr int kRowsPerPass = THREADS / 8;
+  static_assert(kRowsPerPass % Layout::kPeriod == 0, "a thread's pieces sit at one place in rows");
   const uint16_t* src;  // (row, k 0) of piece 0
   int64_t step;         // elements from one piece's row to the next
   uint32_t ok = 0;      // bit i: piece i's row is below N
