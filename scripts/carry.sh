@@ -5,11 +5,12 @@
 #
 #   scripts/carry.sh [BUILD_DIR] [DEST]      defaults: build/release .carry
 # then run on the device:  bash DEST/scripts/gpu-test.sh DEST/bin
-# With CARRY_GZIP=1 the binaries travel gzipped (~5 MB each instead of ~16, room for
-# tinyllama-py in DEST/tinyllama); unpack them there first: gunzip -f DEST/bin/*.gz
-# CARRY_BINS="sparrow_gpu_tests" stages only the named binaries: the 64 MiB limit counts the
-# working tree too (~13 MB), so tinyllama-py (~44 MB gzipped) fits next to one binary, not two.
-# gpu-test.sh needs both; a call that only runs the test binary on tinyllama-py needs one.
+# With CARRY_GZIP=1 the binaries travel gzipped (~6 MB each instead of ~22; unpack them there
+# first: gunzip -f DEST/bin/*.gz), with CARRY_XZ=1 compressed by xz (~3.6 MB each; unxz -f
+# DEST/bin/*.xz). CARRY_BINS="sparrow_gpu_tests" stages only the named binaries: the 64 MiB limit
+# counts the working tree too (~17 MB), so tinyllama-py (~43 MB with xz -9e, 44 with gzip) fits
+# next to one binary, not two. gpu-test.sh needs both; a call that only runs the test binary on
+# tinyllama-py needs one.
 set -euo pipefail
 BUILD=${1:-build/release}
 DEST=${2:-.carry}
@@ -24,7 +25,11 @@ for bin in $BINS; do
   fi
   cp "$BUILD/$bin" "$DEST/bin/"
   strip --strip-debug "$DEST/bin/$bin" 2>/dev/null || true
-  [ "${CARRY_GZIP:-0}" = 1 ] && gzip -f -9 "$DEST/bin/$bin"
+  if [ "${CARRY_XZ:-0}" = 1 ]; then
+    xz -f -9e -T2 "$DEST/bin/$bin"
+  elif [ "${CARRY_GZIP:-0}" = 1 ]; then
+    gzip -f -9 "$DEST/bin/$bin"
+  fi
 done
 # Shared libraries the GPU machine may not have (libsentencepiece, when the build found it):
 # next to the binaries in DEST/lib, where their RPATH ($ORIGIN/../lib) looks first.
@@ -38,11 +43,12 @@ done
 cp "$ROOT"/scripts/gpu-test.sh "$ROOT"/scripts/bench_summary.py "$DEST/scripts/"
 [ -f "$ROOT/scripts/check_safetensors.py" ] && cp "$ROOT/scripts/check_safetensors.py" "$DEST/scripts/"
 [ -d "$ROOT/scripts/gpu-test.d" ] && cp -r "$ROOT/scripts/gpu-test.d" "$DEST/scripts/"
-size_kib=$(du -sk "$DEST" | cut -f1)
+# Bytes, not disk blocks: the tree's ~400 small result files take twice their size in blocks.
+size_kib=$(($(du -sb "$DEST" | cut -f1) / 1024))
 # The device tool's limit counts the working tree (tracked files here) and the carry together.
-tree_kib=$( (cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 -r du -ck 2>/dev/null |
-  tail -1 | cut -f1) || true)
-tree_kib=${tree_kib:-0}  # 0 outside a git checkout
+tree_bytes=$( (cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 -r cat 2>/dev/null | wc -c) ||
+  true)
+tree_kib=$((${tree_bytes:-0} / 1024))  # 0 outside a git checkout
 echo "carry.sh: staged $DEST ($((size_kib / 1024)) MiB; with the tree's $((tree_kib / 1024)) MiB," \
   "$(((size_kib + tree_kib) / 1024)) of the 64 MiB limit):"
 ls -la "$DEST/bin" "$DEST/scripts" $([ -d "$DEST/lib" ] && echo "$DEST/lib")

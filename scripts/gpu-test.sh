@@ -4,7 +4,8 @@
 #   scripts/gpu-test.sh [BUILD_DIR]        BUILD_DIR holds sparrow and sparrow_gpu_tests
 #                                          (default build/release; .carry/bin after scripts/carry.sh)
 #
-# Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter), `sparrow bench` for the
+# Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter) and racecheck (the
+# tensor-core subset), `sparrow bench` for the
 # decode tables of issue 3 (random), the tensor-core and expansion table of issue 4 (N = 8..512),
 # matmul's picks at prefill N, a magnitude pass and bf16 with --formats best, then every scripts/gpu-test.d/*.sh (each gets BUILD_DIR and
 # OUT_DIR; e.g. checkpoints.sh reads sparrow's checkpoints back with Python's safetensors).
@@ -45,6 +46,8 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*'}
+RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
 MAGNITUDE_SHAPES=${MAGNITUDE_SHAPES:-4096x4096,11008x4096,4096x11008}
@@ -99,9 +102,14 @@ stage gpu-tests "$TESTS_LIMIT" "$LOG" "$TESTS"
 if command -v compute-sanitizer >/dev/null; then
   stage memcheck "$MEMCHECK_LIMIT" "$LOG" compute-sanitizer --tool memcheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$MEMCHECK_FILTER"
+  # The tensor-core kernels share tiles between warps through shared memory: racecheck on their
+  # small subset (~60 s on the H100).
+  stage racecheck "$RACECHECK_LIMIT" "$LOG" compute-sanitizer --tool racecheck --error-exitcode 1 \
+    --print-limit 20 "$TESTS" --gtest_filter="$RACECHECK_FILTER"
 else
-  echo "[gpu-test] memcheck: skipped (no compute-sanitizer)"
+  echo "[gpu-test] memcheck, racecheck: skipped (no compute-sanitizer)"
   stages+=("$(printf '%-22s %-8s' memcheck skipped)")
+  stages+=("$(printf '%-22s %-8s' racecheck skipped)")
 fi
 
 stage bench-random "$BENCH_LIMIT" "$LOG" "$SPARROW" bench --shapes "$BENCH_SHAPES" \
