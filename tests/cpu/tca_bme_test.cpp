@@ -345,7 +345,8 @@ TEST(TcaBme, ValidateRejectsBitmapsInconsistentWithOffsets) {
 }
 
 // max_group_values sizes tca_bme.mma's shared-memory stages: a field below the largest group
-// would let a copy run past its stage, so validate refuses any value but the true one.
+// would leave that group's last values out of its stage (the copy clamps to the stage), so
+// validate refuses any value but the true one.
 TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
   tca_bme::Matrix good = sample();
   ASSERT_GT(good.max_group_values, 0);
