@@ -116,8 +116,6 @@ __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, c
   return r;
 }
 
-// Nibble order: tca_bme_mma::nibble_regs (nibble_decode.cuh).
-
 // X[row][k], X[row][k+1] as one B-fragment register, zero past K.
 __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int64_t kmax,
                                             bool x_al4) {

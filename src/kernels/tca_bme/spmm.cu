@@ -26,7 +26,7 @@ Status run_tca_bme_mma(const Problem& p, Stream stream) {
     return invalid_argument("tca_bme.mma: the weight's arrays do not match its shape");
   }
   // The stages hold max_group_values values; 0 with non-zeros means derive() never ran.
-  if (w.max_group_values < 0 || w.max_group_values > 64 * 64 ||
+  if (w.max_group_values < 0 || w.max_group_values > tca_bme::kGroupRows * tca_bme::kGroupCols ||
       (w.max_group_values == 0 && w.nnz > 0)) {
     return invalid_argument("tca_bme.mma: the weight's max_group_values (" +
                             std::to_string(w.max_group_values) +
