@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const int slot = step % STAGES;
     const int64_t g = g0 + step;
     if (threadIdx.x < 32) {
-      tc::cp_async16(stage_bitmaps(slot) + threadIdx.x * 2, w.bitmaps + g * 64 + threadIdx.x * 2, 16);
+      tc::cp_async16(stage_bitmaps(slot) + threadIdx.x * 2, w.bitmaps + g * 64 + threadIdx.x * 2,
+                     16);
     }
     const uint32_t v0 = offsets[step];
     // A valid group holds at most value_cap values (validate checks max_group_values); the clamp

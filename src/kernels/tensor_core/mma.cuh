@@ -163,7 +163,8 @@ __device__ __forceinline__ void load_x_tile(uint16_t* xs, const XYArgs& a, int n
 }
 
 // Per-step X-tile copies of a kernel that walks k tiles: thread t owns the 16-byte pieces t,
-// t + THREADS, ... of the (BLK_N, 64) tile, i.e. column piece t % 8 of rows t / 8 + (THREADS / 8) i.
+// t + THREADS, ... of the (BLK_N, 64) tile, i.e. column piece t % 8 of rows
+// t / 8 + (THREADS / 8) i.
 // Its row pointers and row checks are worked out once, so an interior k tile of an aligned X costs
 // one pointer add and one copy per piece (rows past N zero-filled), where load_x_tile's per-piece
 // bounds checks and 64-bit row arithmetic cost ~45 instructions (tca_bme.mma, ncu, H100, session
@@ -199,8 +200,8 @@ struct XTileCopy {
 #pragma unroll
       for (int i = 0; i < kPieces; ++i) {
         const bool in = (ok >> i) & 1u;
-        cp_async16(d + uint32_t(i * kRowsPerPass * Layout::kRowStep * 2), in ? src + i * step + k0 : a.x,
-                   in ? 16 : 0);
+        cp_async16(d + uint32_t(i * kRowsPerPass * Layout::kRowStep * 2),
+                   in ? src + i * step + k0 : a.x, in ? 16 : 0);
       }
     } else {
       load_x_tile<BLK_N, THREADS, Layout>(tile, a, n0, k0);
