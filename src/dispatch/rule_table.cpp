@@ -38,8 +38,10 @@ std::string fmt(const char* f, double a) {
 }
 
 // Whether matmul may run kernel k on weight w (null: any weight) with this much workspace: kernels
-// that need a workspace are chosen only when they get enough for one pass, as measured.
+// that need a workspace are chosen only when they get enough for one pass, as measured; kernels
+// for another GPU architecture (tca_bme.wgmma off Hopper) are never chosen for a weight.
 bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_bytes) {
+  if (w != nullptr && !kernels::available_here(k)) return false;
   if (k.workspace == nullptr || w == nullptr) return true;
   return workspace_bytes > 0 && kernels::workspace_need(k, *w).full <= workspace_bytes;
 }

@@ -18,6 +18,7 @@ std::array<std::atomic<int>, kMaxDevices> g_max_smem{};
 std::array<std::atomic<int>, kMaxDevices> g_max_smem_sm{};
 std::array<std::atomic<int>, kMaxDevices> g_l2{};
 std::array<std::atomic<int>, kMaxDevices> g_cc_major{};
+std::array<std::atomic<int>, kMaxDevices> g_cc_minor{};
 }  // namespace
 
 Result<DeviceInfo> current_device_info() {
@@ -30,6 +31,7 @@ Result<DeviceInfo> current_device_info() {
     info.max_smem_per_sm = g_max_smem_sm[dev].load(std::memory_order_relaxed);
     info.l2_bytes = g_l2[dev].load(std::memory_order_relaxed);
     info.cc_major = g_cc_major[dev].load(std::memory_order_relaxed);
+    info.cc_minor = g_cc_minor[dev].load(std::memory_order_relaxed);
     if (info.sm_count > 0) return info;
   }
   SPARROW_CUDA_RETURN_IF_ERROR(
@@ -41,11 +43,14 @@ Result<DeviceInfo> current_device_info() {
   SPARROW_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&info.l2_bytes, cudaDevAttrL2CacheSize, dev));
   SPARROW_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev));
   if (dev >= 0 && dev < kMaxDevices) {
     g_max_smem[dev].store(info.max_smem_per_block, std::memory_order_relaxed);
     g_max_smem_sm[dev].store(info.max_smem_per_sm, std::memory_order_relaxed);
     g_l2[dev].store(info.l2_bytes, std::memory_order_relaxed);
     g_cc_major[dev].store(info.cc_major, std::memory_order_relaxed);
+    g_cc_minor[dev].store(info.cc_minor, std::memory_order_relaxed);
     g_sm_count[dev].store(info.sm_count, std::memory_order_relaxed);
   }
   return info;

@@ -12,6 +12,7 @@ struct DeviceInfo {
   int max_smem_per_sm = 0;     // bytes per SM (cudaDevAttrMaxSharedMemoryPerMultiprocessor)
   int l2_bytes = 0;            // cudaDevAttrL2CacheSize
   int cc_major = 0;            // compute capability major (9: Hopper, thread-block clusters)
+  int cc_minor = 0;            // and minor (sm_90a code such as wgmma runs on 9.0 only)
 };
 
 // The current device's info; an error Status if no device is usable.

@@ -28,6 +28,8 @@ struct WorkspaceNeed {
 using WorkspaceFn = WorkspaceNeed (*)(const Weight&);
 // Whether the kernel honours MatmulOptions::input_rms for this weight at N tokens.
 using InputRmsFn = bool (*)(const Weight&, int64_t n);
+// Whether the kernel runs on the current device (architecture-specific code such as sm_90a).
+using AvailableFn = bool (*)();
 
 struct KernelInfo {
   const char* name;  // unique, "<format>.<kernel>": "dense.gemv", "dense.cublas", "macko.warp_row"
@@ -36,7 +38,11 @@ struct KernelInfo {
   RunFn run;
   WorkspaceFn workspace = nullptr;  // null: needs none
   InputRmsFn input_rms = nullptr;   // null: never takes MatmulOptions::input_rms
+  AvailableFn available = nullptr;  // null: runs on every GPU the build targets
 };
+
+// Whether kernel k runs on the current device (its `available`, else true).
+inline bool available_here(const KernelInfo& k) { return k.available == nullptr || k.available(); }
 
 // Whether kernel k takes MatmulOptions::input_rms for w at N = n.
 bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n);
