@@ -11,6 +11,10 @@ namespace sparrow::kernels {
 
 Status run_tca_bme_mma(const Problem& p, Stream stream);    // tca_bme/spmm.cu
 Status run_tiled_csl_mma(const Problem& p, Stream stream);  // tiled_csl/spmm.cu
+namespace tca_bme_wgmma {                                    // tca_bme/wgmma.cu
+bool available();
+Status run(const Problem& p, Stream stream);
+}  // namespace tca_bme_wgmma
 
 const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
@@ -23,6 +27,9 @@ const std::vector<KernelInfo>& all_kernels() {
       {"tca_bme.decode", Format::tca_bme, 1, 16, tca_bme_decode::run, nullptr,
        tca_bme_decode::takes_input_rms},
       {"tca_bme.mma", Format::tca_bme, 8, 512, run_tca_bme_mma},
+      // Hopper only (sm_90a wgmma); elsewhere matmul skips it and it returns unsupported.
+      {"tca_bme.wgmma", Format::tca_bme, 32, 1 << 20, tca_bme_wgmma::run, nullptr, nullptr,
+       tca_bme_wgmma::available},
       {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},
       // Expand to dense in the caller's workspace, then cuBLAS: prefill-sized N on stored-sparse
       // weights (chosen only when MatmulOptions carries a workspace).

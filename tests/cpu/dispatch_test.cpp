@@ -147,3 +147,24 @@ TEST(Dispatch, TcaBmeKeepsDecodeUpToEightTokens) {
     }
   }
 }
+
+// A kernel for another GPU architecture (tca_bme.wgmma: compute capability 9.0 only) is never
+// what matmul runs where it is not available, whatever the table measured; on a machine without
+// a GPU no such kernel is available.
+TEST(Dispatch, KernelsForAnotherGpuAreNeverChosenWhereTheyCannotRun) {
+  const kernels::KernelInfo* wgmma = kernels::find_kernel("tca_bme.wgmma");
+  ASSERT_NE(wgmma, nullptr);
+  ASSERT_NE(wgmma->available, nullptr);
+  const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 5);
+  for (double sp : {0.5, 0.7, 0.9}) {
+    auto w = encode(Format::tca_bme, patterns::random(DType::fp16, 300, 200, sp, 6).view());
+    ASSERT_TRUE(w.ok());
+    for (int64_t n : {1, 8, 16, 32, 64, 128, 256, 512, 4096}) {
+      for (size_t ws : {size_t(0), size_t(1) << 30}) {
+        const kernels::KernelInfo* k = choose_kernel(w.value(), n, ws);
+        ASSERT_NE(k, nullptr);
+        EXPECT_TRUE(kernels::available_here(*k)) << k->name << " chosen at N=" << n;
+      }
+    }
+  }
+}

@@ -28,6 +28,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
+#include "kernels/tca_bme/spmm.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
 #include "sparrow/formats/tca_bme.hpp"
@@ -62,14 +63,6 @@ struct Config {
   static constexpr uint32_t stage_bytes(int value_cap) {
     return uint32_t(kFixedStageBytes + value_cap * 2 + kValueTailBytes);
   }
-};
-
-struct WeightArgs {
-  const uint64_t* bitmaps;
-  const uint32_t* group_offsets;
-  const uint16_t* values;
-  int groups_k;
-  int value_cap;  // a stage's values: max_group_values rounded up to 8, at most 4096
 };
 
 template <class T, class Cfg>
