@@ -11,7 +11,8 @@ import csv
 import statistics
 import sys
 
-KERNELS = ["dense.cublas", "tca_bme.mma", "tca_bme.wgmma", "tiled_csl.mma", "csr.expand_cublas",
+KERNELS = ["dense.cublas", "tca_bme.mma", "tca_bme.wgmma", "tca_bme.wgmma_smem", "tiled_csl.mma",
+           "csr.expand_cublas",
            "macko.expand_cublas", "tca_bme.expand_cublas"]
 
 

@@ -53,7 +53,7 @@ BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 MAGNITUDE_SHAPES=${MAGNITUDE_SHAPES:-4096x4096,11008x4096,4096x11008}
 # `best` = every kernel plus sparrow::matmul's pick per format, so wrong picks show.
 BENCH_FORMATS=${BENCH_FORMATS:-best}
-TC_FORMATS=${TC_FORMATS:-dense.cublas,tca_bme.mma,tca_bme.wgmma,tiled_csl.mma,csr.expand_cublas,macko.expand_cublas,tca_bme.expand_cublas}
+TC_FORMATS=${TC_FORMATS:-dense.cublas,tca_bme.mma,tca_bme.wgmma,tca_bme.wgmma_smem,tiled_csl.mma,csr.expand_cublas,macko.expand_cublas,tca_bme.expand_cublas}
 TC_LIMIT=${TC_LIMIT:-300}
 
 stages=()

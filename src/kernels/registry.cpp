@@ -15,6 +15,9 @@ namespace tca_bme_wgmma {                                    // tca_bme/wgmma.cu
 bool available();
 Status run(const Problem& p, Stream stream);
 }  // namespace tca_bme_wgmma
+namespace tca_bme_wgmma_smem {
+Status run(const Problem& p, Stream stream);
+}  // namespace tca_bme_wgmma_smem
 
 const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
@@ -30,6 +33,8 @@ const std::vector<KernelInfo>& all_kernels() {
       // Hopper only (sm_90a wgmma); elsewhere matmul skips it and it returns unsupported.
       {"tca_bme.wgmma", Format::tca_bme, 32, 1 << 20, tca_bme_wgmma::run, nullptr, nullptr,
        tca_bme_wgmma::available},
+      {"tca_bme.wgmma_smem", Format::tca_bme, 64, 1 << 20, tca_bme_wgmma_smem::run, nullptr,
+       nullptr, tca_bme_wgmma::available},
       {"tiled_csl.mma", Format::tiled_csl, 8, 512, run_tiled_csl_mma},
       // Expand to dense in the caller's workspace, then cuBLAS: prefill-sized N on stored-sparse
       // weights (chosen only when MatmulOptions carries a workspace).

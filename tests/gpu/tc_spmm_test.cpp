@@ -22,6 +22,7 @@ struct TcKernel {
 // tca_bme.wgmma runs on compute capability 9.0 only: elsewhere its cases print a note and pass.
 constexpr TcKernel kTcKernels[] = {{"tca_bme.mma", Format::tca_bme},
                                    {"tca_bme.wgmma", Format::tca_bme},
+                                   {"tca_bme.wgmma_smem", Format::tca_bme},
                                    {"tiled_csl.mma", Format::tiled_csl}};
 constexpr DType kTypes[] = {DType::fp16, DType::bf16};
 
@@ -139,7 +140,7 @@ TEST(TcSpmm, TcaBmeRefusesUnderivedMaxGroupValues) {
     std::get<tca_bme::Matrix>(w).max_group_values = wrong;
     auto dw = to_device(w);
     ASSERT_TRUE(dw.ok());
-    for (const char* name : {"tca_bme.mma", "tca_bme.wgmma"}) {
+    for (const char* name : {"tca_bme.mma", "tca_bme.wgmma", "tca_bme.wgmma_smem"}) {
       Status s = kernels::find_kernel(name)->run({dw.value(), x.view, y.view, {}}, nullptr);
       EXPECT_EQ(s.code(), Code::invalid_argument) << name << " " << wrong << ": " << s.to_string();
       EXPECT_NE(s.message().find("max_group_values"), std::string::npos) << s.message();

@@ -14,6 +14,20 @@ Status launch_fp16(const tca_bme_mma::WeightArgs& w, const tc::XYArgs& a, int gr
 Status launch_bf16(const tca_bme_mma::WeightArgs& w, const tc::XYArgs& a, int groups_m,
                    bool dependent, cudaStream_t s);
 
+}  // namespace sparrow::kernels::tca_bme_wgmma
+
+namespace sparrow::kernels::tca_bme_wgmma_smem {
+
+Status launch_fp16(const tca_bme_mma::WeightArgs& w, const tc::XYArgs& a, int groups_m,
+                   bool dependent, cudaStream_t s);
+Status launch_bf16(const tca_bme_mma::WeightArgs& w, const tc::XYArgs& a, int groups_m,
+                   bool dependent, cudaStream_t s);
+Status run(const Problem& p, Stream stream);
+
+}  // namespace sparrow::kernels::tca_bme_wgmma_smem
+
+namespace sparrow::kernels::tca_bme_wgmma {
+
 // Whether the current device runs sm_90a code (compute capability 9.0 exactly: wgmma code built
 // for 9.0a runs on no other GPU).
 bool available();

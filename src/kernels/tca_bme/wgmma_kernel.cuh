@@ -89,19 +89,6 @@ struct Config {
   }
 };
 
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
 // One thread's share of the X tiles: (row, 16-column slice) pieces of 32 bytes, slice xs of rows
 // xrow, xrow + THREADS / 4, ... Rows of one thread are a multiple of 8 apart, so they share the
 // swizzle phase and the same place within their rows.
@@ -169,8 +156,8 @@ struct XSlices {
           const uint32_t hi = in && k + 2 * j + 1 < a.k ? s[2 * j + 1] : 0u;
           v[j] = lo | (hi << 16);
         }
-        sts128(dst, make_uint4(v[0], v[1], v[2], v[3]));
-        sts128(dst + 16, make_uint4(v[4], v[5], v[6], v[7]));
+        tc::sts128(dst, make_uint4(v[0], v[1], v[2], v[3]));
+        tc::sts128(dst + 16, make_uint4(v[4], v[5], v[6], v[7]));
       }
     }
   }
@@ -182,11 +169,11 @@ struct XSlices {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const uint32_t at = tile + place + uint32_t(i * kRowStride * 128);
-      const uint4 c0 = lds128(at), c1 = lds128(at + 16);
+      const uint4 c0 = tc::lds128(at), c1 = tc::lds128(at + 16);
       const uint4 s0 = make_uint4(c0.x, c0.z, c1.x, c1.z);  // slots 0-7
       const uint4 s1 = make_uint4(c0.y, c0.w, c1.y, c1.w);  // slots 8-15
-      sts128(at, odd ? s1 : s0);
-      sts128(at + 16, odd ? s0 : s1);
+      tc::sts128(at, odd ? s1 : s0);
+      tc::sts128(at + 16, odd ? s0 : s1);
     }
   }
 };
@@ -367,7 +354,8 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, smem));
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   const int blocks_m = (groups_m + Cfg::WGS - 1) / Cfg::WGS;
-  const int splits = tc::choose_splits(d, per_sm, int64_t(n_tiles) * blocks_m, w.groups_k);
+  const int splits = tc::choose_splits_by_waves(d, kernel, Cfg::THREADS, smem, per_sm,
+                                                int64_t(n_tiles) * blocks_m, w.groups_k);
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(blocks_m), Cfg::THREADS,
                             smem, stream, dependent, "tca_bme.wgmma", w, a, splits, groups_m);
 }

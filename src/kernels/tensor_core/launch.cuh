@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,8 +37,8 @@ inline Status device_info(DeviceInfo& d) {
   return Status::success();
 }
 
-// How many blocks split K for one output tile: enough that the grid fills every resident block
-// slot once (a memory-bound kernel needs the whole chip's loads in flight), capped by the cluster
+// How many blocks split K for one output tile (tiled_csl.mma; the tca_bme kernels use
+// choose_splits_by_waves below): enough that the grid fills every resident block slot once (a memory-bound kernel needs the whole chip's loads in flight), capped by the cluster
 // size and so that every split still has a few k steps. Split-K needs clusters (sm_90).
 // SPARROW_TC_MAX_SPLITS=<n> caps it (experiments: 1 turns split-K and clusters off).
 inline int max_splits_override() {
@@ -53,6 +54,76 @@ inline int choose_splits(const DeviceInfo& d, int blocks_per_sm, int64_t output_
   s = std::min<int64_t>(s, std::min(kMaxSplits, max_splits_override()));
   s = std::min<int64_t>(s, std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
   return int(std::max<int64_t>(s, 1));
+}
+
+// How many clusters of `blocks` blocks of `kernel` the device runs at once (thread-block clusters
+// must fit in one GPC, so large blocks fit fewer clusters than SMs / blocks). Cached per
+// (device, kernel, smem, blocks): the host asks on every launch outside graph capture.
+template <class Kernel>
+int max_active_clusters(Kernel kernel, int blocks, int threads, size_t smem) {
+  struct Key {
+    int dev;
+    const void* k;
+    size_t smem;
+    int blocks;
+  };
+  static thread_local Key keys[64];
+  static thread_local int values[64];
+  static thread_local int used = 0;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  for (int i = 0; i < used; ++i) {
+    const Key& e = keys[i];
+    if (e.dev == dev && e.k == reinterpret_cast<const void*>(kernel) && e.smem == smem &&
+        e.blocks == blocks)
+      return values[i];
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(blocks), 1, 1);
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(blocks);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    clusters = 0;
+  }
+  if (used < 64) {
+    keys[used] = {dev, reinterpret_cast<const void*>(kernel), smem, blocks};
+    values[used++] = clusters;
+  }
+  return clusters;
+}
+
+// The split count that minimises (waves of blocks) x (k steps per split), counting the blocks
+// that run at once as the device reports for each cluster size: for kernels with few blocks per
+// SM, rounding the split count up to fill every slot can start a second wave that doubles the
+// time (tca_bme.wgmma_smem at 4096 rows, N = 256: 32 row tiles x 4 splits, clusters of four
+// blocks of 184 KB, ran 2.3x longer per k step than the same kernel with 2 splits at N = 512,
+// H100, session 15). Ties go to fewer splits (less epilogue work). Capped as choose_splits.
+template <class Kernel>
+int choose_splits_by_waves(const DeviceInfo& d, Kernel kernel, int threads, size_t smem,
+                           int blocks_per_sm, int64_t output_tiles, int64_t k_steps) {
+  if (d.major < 9) return 1;
+  const int64_t most = std::min<int64_t>(std::min(kMaxSplits, max_splits_override()),
+                                         std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
+  int best = 1;
+  int64_t best_cost = INT64_MAX;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t slots = s == 1 ? int64_t(std::max(blocks_per_sm, 1)) * d.sms
+                                 : int64_t(max_active_clusters(kernel, int(s), threads, smem)) * s;
+    if (slots <= 0) continue;
+    const int64_t waves = (output_tiles * s + slots - 1) / slots;
+    const int64_t cost = waves * ((k_steps + s - 1) / s);
+    if (cost < best_cost) best_cost = cost, best = int(s);
+  }
+  return best;
 }
 
 // Launches kernel<<<(splits, gy, gz), threads, smem, stream>>> with a (splits, 1, 1) cluster when

@@ -259,16 +259,11 @@ template <class T, int BLK_M, int BLK_N, int THREADS>
 __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m0, int n0,
                                               int splits);
 
-// The epilogue. Each warp holds acc for rows (warp_row0 .. +16) of the block's BLK_M x BLK_N
-// output tile. The tile goes through shared memory (BLK_N, BLK_M + 4) fp32, which also gives
-// coalesced stores along M. With split-K (splits > 1, sm_90), the blocks of one cluster each hold
-// a partial sum of the same tile; block r reduces the slice of elements r, r + splits, ... over
-// all blocks in rank order (deterministic, no atomics, no workspace) through distributed shared
-// memory. `red` must not alias anything still in flight (cp.async drained by the caller).
-template <class T, int BLK_M, int BLK_N, int THREADS>
-__device__ __forceinline__ void store_output(float* red, const float (&acc)[BLK_N / 8][4],
-                                             int warp_row0, const XYArgs& a, int m0, int n0,
-                                             int splits) {
+// A warp's accumulators (rows warp_row0 .. +16 of the tile, the mma.m16n8k16 C layout per n8 tile)
+// into the epilogue tile `red` (BLK_N, BLK_M + 4) fp32.
+template <int BLK_M, int BLK_N>
+__device__ __forceinline__ void store_partial(float* red, const float (&acc)[BLK_N / 8][4],
+                                              int warp_row0) {
   constexpr int kRedPitch = BLK_M + 4;
   const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 #pragma unroll
@@ -281,6 +276,19 @@ __device__ __forceinline__ void store_output(float* red, const float (&acc)[BLK_
       }
     }
   }
+}
+
+// The epilogue. Each warp holds acc for rows (warp_row0 .. +16) of the block's BLK_M x BLK_N
+// output tile. The tile goes through shared memory (BLK_N, BLK_M + 4) fp32, which also gives
+// coalesced stores along M. With split-K (splits > 1, sm_90), the blocks of one cluster each hold
+// a partial sum of the same tile; block r reduces the slice of elements r, r + splits, ... over
+// all blocks in rank order (deterministic, no atomics, no workspace) through distributed shared
+// memory. `red` must not alias anything still in flight (cp.async drained by the caller).
+template <class T, int BLK_M, int BLK_N, int THREADS>
+__device__ __forceinline__ void store_output(float* red, const float (&acc)[BLK_N / 8][4],
+                                             int warp_row0, const XYArgs& a, int m0, int n0,
+                                             int splits) {
+  store_partial<BLK_M, BLK_N>(red, acc, warp_row0);
   store_reduced<T, BLK_M, BLK_N, THREADS>(red, a, m0, n0, splits);
 }
 

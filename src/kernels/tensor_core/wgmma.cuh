@@ -40,6 +40,19 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// 16-byte shared-memory load / store at a 32-bit shared address.
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
 // Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
@@ -56,6 +69,10 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_byte_addr) {
 // registers, fp32 accumulators; accumulate = 0 overwrites d.
 template <class T, int N>
 struct WgmmaRS;
+// WgmmaSS<T, N>::mma(d, desc_a, desc_b, accumulate): the same with A (64 x 16, K-major) in shared
+// memory too.
+template <class T, int N>
+struct WgmmaSS;
 
 #include "kernels/tensor_core/wgmma_rs.inc"
 
