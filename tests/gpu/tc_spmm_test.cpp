@@ -1,8 +1,8 @@
-// Tensor-core SpMM kernels (tca_bme.mma, tca_bme.wgmma, tiled_csl.mma) vs the CPU reference in double: fp16 and
-// bf16 (tolerances in gpu_test_util.hpp: 1e-3 and 8e-3 normalised), odd shapes, every N from 1 to
-// 70 plus the bucket edges, sparsity from fully dense tiles to nearly empty, groups of very
-// different sizes, bias / accumulate,
-// CUDA-graph replay and run-to-run determinism (split-K reduces in a fixed order).
+// Tensor-core SpMM kernels (tca_bme.mma, tca_bme.wgmma, tca_bme.wgmma_smem, tiled_csl.mma) vs
+// the CPU reference in double: fp16 and bf16 (tolerances in gpu_test_util.hpp: 1e-3 and 8e-3
+// normalised), odd shapes, every N from 1 to 70 plus the bucket edges, sparsity from fully dense
+// tiles to nearly empty, groups of very different sizes, bias / accumulate, CUDA-graph replay
+// and run-to-run determinism (split-K reduces in a fixed order).
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -221,7 +221,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     const int slot = step % STAGES;
     if (has_rows) {
       const int64_t g = g0 + step;
-      if (wtid < 32) tc::cp_async16(bitmaps_of(slot) + wtid * 16, w.bitmaps + g * 64 + wtid * 2, 16);
+      if (wtid < 32) {
+        tc::cp_async16(bitmaps_of(slot) + wtid * 16, w.bitmaps + g * 64 + wtid * 2, 16);
+      }
       const uint32_t v0 = offsets[step];
       // A valid group holds at most value_cap values (validate checks max_group_values); the
       // clamp only keeps corrupt input inside the stage.

@@ -38,8 +38,9 @@ inline Status device_info(DeviceInfo& d) {
 }
 
 // How many blocks split K for one output tile (tiled_csl.mma; the tca_bme kernels use
-// choose_splits_by_waves below): enough that the grid fills every resident block slot once (a memory-bound kernel needs the whole chip's loads in flight), capped by the cluster
-// size and so that every split still has a few k steps. Split-K needs clusters (sm_90).
+// choose_splits_by_waves below): enough that the grid fills every resident block slot once (a
+// memory-bound kernel needs the whole chip's loads in flight), capped by the cluster size and so
+// that every split still has a few k steps. Split-K needs clusters (sm_90).
 // SPARROW_TC_MAX_SPLITS=<n> caps it (experiments: 1 turns split-K and clusters off).
 inline int max_splits_override() {
   static const int v = std::max(1, env_knob("SPARROW_TC_MAX_SPLITS", kMaxSplits));
