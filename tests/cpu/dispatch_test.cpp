@@ -155,7 +155,6 @@ TEST(Dispatch, KernelsForAnotherGpuAreNeverChosenWhereTheyCannotRun) {
   const kernels::KernelInfo* wgmma = kernels::find_kernel("tca_bme.wgmma");
   ASSERT_NE(wgmma, nullptr);
   ASSERT_NE(wgmma->available, nullptr);
-  const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 5);
   for (double sp : {0.5, 0.7, 0.9}) {
     auto w = encode(Format::tca_bme, patterns::random(DType::fp16, 300, 200, sp, 6).view());
     ASSERT_TRUE(w.ok());

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_test_util.hpp"
@@ -19,7 +21,8 @@ struct TcKernel {
   const char* name;
   Format format;
 };
-// tca_bme.wgmma runs on compute capability 9.0 only: elsewhere its cases print a note and pass.
+// tca_bme.wgmma and tca_bme.wgmma_smem run on compute capability 9.0 only: elsewhere their cases
+// print a note and pass.
 constexpr TcKernel kTcKernels[] = {{"tca_bme.mma", Format::tca_bme},
                                    {"tca_bme.wgmma", Format::tca_bme},
                                    {"tca_bme.wgmma_smem", Format::tca_bme},
@@ -45,9 +48,10 @@ const kernels::KernelInfo& kernel(const TcKernel& k) {
 // Whether the kernel runs on this GPU; prints a note once per kernel when it does not.
 bool runs_here(const TcKernel& k) {
   if (kernels::available_here(kernel(k))) return true;
-  static bool noted = false;
-  if (!noted) std::printf("[note] %s does not run on this GPU: its cases are skipped\n", k.name);
-  noted = true;
+  static std::set<std::string> noted;
+  if (noted.insert(k.name).second) {
+    std::printf("[note] %s does not run on this GPU: its cases are skipped\n", k.name);
+  }
   return false;
 }
 

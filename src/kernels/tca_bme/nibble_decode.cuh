@@ -69,4 +69,49 @@ __device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr, const 
   nibble_permute(nibble_loads(word, addr, nl, lut), lo, hi);
 }
 
+// The per-warp records tca_bme.mma and tca_bme.wgmma decode from. Four warps share one group's
+// 64 bitmaps (`bitmaps`, shared memory); warp `warp` (0..3) owns tc-tile row `warp`, i.e. bitmaps
+// 16 warp .. + 15. Lane l counts bitmaps 2l, 2l+1 (lo, hi, lo, hi); lanes 8 warp .. 8 warp + 7 hold
+// this warp's bitmaps and write its records: their first values follow every earlier warp's (one
+// reduction) and the lanes before them in their group of 8 (a 3-step scan). records[j] = low
+// halves of bitmaps 16 warp + 2j, + 1 (rows 0-3), records[8 + j] = high halves (rows 4-7), each
+// {word, value address, word, value address}; `values` is the shared address of the group's first
+// value. The caller makes sure the previous step's records were read before this is called.
+__device__ __forceinline__ void write_warp_records(const uint4* bitmaps, uint32_t values, int warp,
+                                                   int lane, uint4 (&records)[16]) {
+  const uint4 q = bitmaps[lane];
+  const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
+  const uint32_t total = p0 + p1 + p2 + p3;
+  uint32_t e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
+  uint32_t incl = total;
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
+    if ((lane & 7) >= o) incl += u;
+  }
+  e += incl - total;
+  if ((lane >> 3) == warp) {
+    const uint32_t o = values + 2 * e;
+    records[lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
+    records[8 + (lane & 7)] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
+  }
+  __syncwarp();
+}
+
+// The shared-memory loads of the lane's A fragments for the warp's four 16x16 tiles (k = 0..63),
+// all issued before any permute: the step is latency-bound on their chains (record -> popcount
+// and table -> values). `my_rec` is the lane's half of its warp's records (rows 0-3 or 4-7: g < 4
+// or not). Tile tk: bitmaps 2 pair (rows 0-7) and 2 pair + 1 (rows 8-15) of the lane's column
+// half, one 16-byte record load. nibble_permute(ld[tk][0], a0a1, a4a5) and
+// nibble_permute(ld[tk][1], a2a3, a6a7) then give the fragment registers.
+__device__ __forceinline__ void warp_tile_loads(const uint4* my_rec, const NibbleLane& nl,
+                                                const uint2* lut, NibbleLoads (&ld)[4][2]) {
+#pragma unroll
+  for (int tk = 0; tk < 4; ++tk) {
+    const uint4 r = my_rec[2 * tk + nl.pair];
+    ld[tk][0] = nibble_loads(r.x, r.y, nl, lut);
+    ld[tk][1] = nibble_loads(r.z, r.w, nl, lut);
+  }
+}
+
 }  // namespace sparrow::kernels::tca_bme_mma

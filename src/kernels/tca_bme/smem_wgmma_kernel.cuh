@@ -303,25 +303,14 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
   const size_t offsets_bytes = 2 * (size_t(w.groups_k) + 1) * 4;
   const size_t smem = 1024 + std::max(size_t(Cfg::pipeline_bytes(w.value_cap)) + offsets_bytes,
                                       size_t(Cfg::kRedBytes));
-  SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo info, current_device_info());
-  if (smem > size_t(info.max_smem_per_block)) {
-    return unsupported("tca_bme.wgmma_smem: K = " + std::to_string(a.k) + " needs " +
-                       std::to_string(smem) + " bytes of shared memory per block, more than the " +
-                       std::to_string(info.max_smem_per_block) + " this GPU allows");
-  }
-  CUtensorMap x_map;
-  SPARROW_RETURN_IF_ERROR(make_x_map(x_map, a, Cfg::BLK_N));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  tc::DeviceInfo d;
-  SPARROW_RETURN_IF_ERROR(tc::device_info(d));
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   const int blocks_m = (groups_m + 1) / 2;
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, smem));
-  const int splits = tc::choose_splits_by_waves(d, kernel, Cfg::THREADS, smem, per_sm,
-                                                int64_t(n_tiles) * blocks_m, w.groups_k);
+  int splits = 1;
+  SPARROW_RETURN_IF_ERROR(tc::prepare_split_k(kernel, "tca_bme.wgmma_smem", a.k, Cfg::THREADS,
+                                              smem, int64_t(n_tiles) * blocks_m, w.groups_k,
+                                              splits));
+  CUtensorMap x_map;
+  SPARROW_RETURN_IF_ERROR(make_x_map(x_map, a, Cfg::BLK_N));
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(blocks_m), Cfg::THREADS,
                             smem, stream, dependent, "tca_bme.wgmma_smem", w, a, x_map, splits,
                             groups_m);

@@ -151,40 +151,11 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 
     const int slot = step % STAGES;
     const uint16_t* xs = stage_x(slot);
-    {
-      // Lane l counts bitmaps 2l, 2l+1 (lo, hi, lo, hi); lanes 8w .. 8w+7 hold this warp's
-      // bitmaps (16w ..) and write its records: their first values follow every earlier warp's
-      // (one reduction) and the lanes before them in their group of 8 (a 3-step scan). The
-      // records of the previous step were last read before the barrier above.
-      const uint4 q = reinterpret_cast<const uint4*>(stage_bitmaps(slot))[lane];
-      const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
-      const uint32_t total = p0 + p1 + p2 + p3;
-      uint32_t e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
-      uint32_t incl = total;
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) {
-        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
-        if ((lane & 7) >= o) incl += u;
-      }
-      e += incl - total;
-      if ((lane >> 3) == warp) {
-        const uint32_t o = tc::smem_addr(stage_values(slot)) + 2 * e;
-        records[warp][lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
-        records[warp][8 + (lane & 7)] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
-      }
-      __syncwarp();
-    }
-    // All four tiles' shared-memory loads first (the step is latency-bound on their chains:
-    // record -> popcount and table -> values), then the permutes and mma.
+    // The records of the previous step were last read before the barrier above.
+    write_warp_records(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
+                       tc::smem_addr(stage_values(slot)), warp, lane, records[warp]);
     NibbleLoads ld[4][2];
-#pragma unroll
-    for (int tk = 0; tk < 4; ++tk) {
-      // Tile (warp, tk): bitmaps 2 * pair (rows 0-7) and 2 * pair + 1 (rows 8-15) of the lane's
-      // column half, one 16-byte record load.
-      const uint4 r = my_rec[2 * tk + nl.pair];
-      ld[tk][0] = nibble_loads(r.x, r.y, nl, lut);
-      ld[tk][1] = nibble_loads(r.z, r.w, nl, lut);
-    }
+    warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
       uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
@@ -213,22 +184,14 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
   const size_t smem = std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
                                size_t(Cfg::kRedBytes));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  tc::DeviceInfo d;
-  SPARROW_RETURN_IF_ERROR(tc::device_info(d));
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, smem));
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   // Splits by waves of the clusters that fit at once: against choose_splits (fill every block
   // slot once) 0.67-1.02x the time at N = 8..128 except 1.15x on 28672x8192 at 50 %, N = 64, and
   // the 7B engine at batch 32 (tca_bme weights) 3973 -> 4404 t/s at 50 %, 5044 -> 5345 at 90 %
   // (H100, session 15).
-  const int splits = tc::choose_splits_by_waves(d, kernel, Cfg::THREADS, smem, per_sm,
-                                                int64_t(n_tiles) * groups_m, w.groups_k);
+  int splits = 1;
+  SPARROW_RETURN_IF_ERROR(tc::prepare_split_k(kernel, "tca_bme.mma", a.k, Cfg::THREADS, smem,
+                                              int64_t(n_tiles) * groups_m, w.groups_k, splits));
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(groups_m), Cfg::THREADS,
                             smem, stream, dependent, "tca_bme.mma", w, a, splits);
 }

@@ -45,11 +45,12 @@ namespace sparrow::kernels::tca_bme_wgmma {
 
 using tca_bme_mma::fill_nibble_table;
 using tca_bme_mma::nibble_lane;
-using tca_bme_mma::nibble_loads;
 using tca_bme_mma::nibble_permute;
 using tca_bme_mma::NibbleLane;
 using tca_bme_mma::NibbleLoads;
+using tca_bme_mma::warp_tile_loads;
 using tca_bme_mma::WeightArgs;
+using tca_bme_mma::write_warp_records;
 
 // Tile configuration of one instantiation.
 template <int BLK_N_, int WGS_, int STAGES_, int IN_FLIGHT_ = 1>
@@ -259,34 +260,10 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     if (step + Cfg::kAhead < steps) load_stage(step + Cfg::kAhead);
     tc::cp_async_commit();
     if (!has_rows) return;
-    {
-      // The warp's records (tca_bme.mma): lane l counts bitmaps 2l, 2l+1; lanes 8 warp ..
-      // 8 warp + 7 hold this warp's 16 bitmaps, whose first values follow every earlier warp's.
-      const uint4 q = reinterpret_cast<const uint4*>(smem + (bitmaps_of(slot) - base))[lane];
-      const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
-      const uint32_t total = p0 + p1 + p2 + p3;
-      uint32_t e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
-      uint32_t incl = total;
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) {
-        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
-        if ((lane & 7) >= o) incl += u;
-      }
-      e += incl - total;
-      if ((lane >> 3) == warp) {
-        const uint32_t o = values_of(slot) + 2 * e;
-        my_records[lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
-        my_records[8 + (lane & 7)] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
-      }
-      __syncwarp();
-    }
+    write_warp_records(reinterpret_cast<const uint4*>(smem + (bitmaps_of(slot) - base)),
+                       values_of(slot), warp, lane, my_records);
     NibbleLoads ld[4][2];
-#pragma unroll
-    for (int tk = 0; tk < 4; ++tk) {
-      const uint4 r = my_rec[2 * tk + nl.pair];
-      ld[tk][0] = nibble_loads(r.x, r.y, nl, lut);
-      ld[tk][1] = nibble_loads(r.z, r.w, nl, lut);
-    }
+    warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
       nibble_permute(ld[tk][0], af[tk][0], af[tk][2]);
@@ -341,23 +318,11 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
   const size_t smem =
       1024 + std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
                       size_t(Cfg::kRedBytes));
-  tc::DeviceInfo d;
-  SPARROW_RETURN_IF_ERROR(tc::device_info(d));
-  SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo info, current_device_info());
-  if (smem > size_t(info.max_smem_per_block)) {
-    return unsupported("tca_bme.wgmma: K = " + std::to_string(a.k) + " needs " +
-                       std::to_string(smem) + " bytes of shared memory per block, more than the " +
-                       std::to_string(info.max_smem_per_block) + " this GPU allows");
-  }
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::THREADS, smem));
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   const int blocks_m = (groups_m + Cfg::WGS - 1) / Cfg::WGS;
-  const int splits = tc::choose_splits_by_waves(d, kernel, Cfg::THREADS, smem, per_sm,
-                                                int64_t(n_tiles) * blocks_m, w.groups_k);
+  int splits = 1;
+  SPARROW_RETURN_IF_ERROR(tc::prepare_split_k(kernel, "tca_bme.wgmma", a.k, Cfg::THREADS, smem,
+                                              int64_t(n_tiles) * blocks_m, w.groups_k, splits));
   return tc::launch_split_k(kernel, splits, unsigned(n_tiles), unsigned(blocks_m), Cfg::THREADS,
                             smem, stream, dependent, "tca_bme.wgmma", w, a, splits, groups_m);
 }

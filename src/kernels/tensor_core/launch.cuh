@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "core/cuda_check.hpp"
 #include "kernels/dependent_launch.cuh"
@@ -47,13 +48,17 @@ inline int max_splits_override() {
   return v;
 }
 
+// The most splits a tile of k_steps may take: the cluster size and a few k steps per split.
+inline int64_t max_splits(int64_t k_steps) {
+  return std::min<int64_t>(std::min(kMaxSplits, max_splits_override()),
+                           std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
+}
+
 inline int choose_splits(const DeviceInfo& d, int blocks_per_sm, int64_t output_tiles,
                          int64_t k_steps) {
   if (d.major < 9) return 1;
   const int64_t slots = int64_t(std::max(blocks_per_sm, 1)) * d.sms;
-  int64_t s = (slots + output_tiles - 1) / output_tiles;
-  s = std::min<int64_t>(s, std::min(kMaxSplits, max_splits_override()));
-  s = std::min<int64_t>(s, std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
+  const int64_t s = std::min((slots + output_tiles - 1) / output_tiles, max_splits(k_steps));
   return int(std::max<int64_t>(s, 1));
 }
 
@@ -112,8 +117,7 @@ template <class Kernel>
 int choose_splits_by_waves(const DeviceInfo& d, Kernel kernel, int threads, size_t smem,
                            int blocks_per_sm, int64_t output_tiles, int64_t k_steps) {
   if (d.major < 9) return 1;
-  const int64_t most = std::min<int64_t>(std::min(kMaxSplits, max_splits_override()),
-                                         std::max<int64_t>(k_steps / kMinStepsPerSplit, 1));
+  const int64_t most = max_splits(k_steps);
   int best = 1;
   int64_t best_cost = INT64_MAX;
   for (int64_t s = 1; s <= most; ++s) {
@@ -125,6 +129,31 @@ int choose_splits_by_waves(const DeviceInfo& d, Kernel kernel, int threads, size
     if (cost < best_cost) best_cost = cost, best = int(s);
   }
   return best;
+}
+
+// The host side every split-K launch of a tca_bme kernel shares: refuses more dynamic shared
+// memory than the GPU gives a block (saying how much this K needs), raises the kernel's limit to
+// `smem`, prefers shared memory over L1, and sets `splits` by choose_splits_by_waves.
+template <class Kernel>
+Status prepare_split_k(Kernel kernel, const char* name, int k, int threads, size_t smem,
+                       int64_t output_tiles, int64_t k_steps, int& splits) {
+  SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo info, current_device_info());
+  if (smem > size_t(info.max_smem_per_block)) {
+    return unsupported(std::string(name) + ": K = " + std::to_string(k) + " needs " +
+                       std::to_string(smem) + " bytes of shared memory per block, more than the " +
+                       std::to_string(info.max_smem_per_block) + " this GPU allows");
+  }
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  DeviceInfo d;
+  SPARROW_RETURN_IF_ERROR(device_info(d));
+  int per_sm = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  splits = choose_splits_by_waves(d, kernel, threads, smem, per_sm, output_tiles, k_steps);
+  return Status::success();
 }
 
 // Launches kernel<<<(splits, gy, gz), threads, smem, stream>>> with a (splits, 1, 1) cluster when
