@@ -271,19 +271,22 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // 4-step batch; at N = 1 it measured 36-60 % of the floor while csr.vector (non-persistent, a
 // warp per row, X through L1) reached 82-94 % of its own. This kernel is csr.vector's structure
 // with macko's decode, and fewer instructions per entry than decode_step:
-//   - no range masks per entry: in the (rare) lane that straddles the row's start or end, entries
-//     before the start get delta 0 and value 0, entries past the end value 0. The entries before
-//     the start then add exactly one column each, which the initial carry subtracts; their columns
-//     wrap below zero. Every column is clamped to K - 1 before the gather, so masked entries (value
-//     0) read a valid X element and add 0 * x, as macko's own zero padding entries do.
+//   - no range masks per entry: in the (rare) lane that straddles the row's start or end, the
+//     neighbouring rows' entries get value 0 and column step 0 (a few arithmetic masks per lane,
+//     not a test per entry), so they sit on a column of this row and add 0 * x, as macko's own
+//     zero padding entries do; no column needs clamping.
+//   - columns byte-parallel: the 8 steps (delta + 1) of a lane are spread into bytes and summed
+//     by one multiply (prefix sums of entry pairs), so an entry's column is the lane's start plus
+//     one byte (a prmt) and its X address one more instruction. 15 % fewer instructions per
+//     interior step than a running column (SASS: 105 vs 124), measured 1-2.5 % faster on most
+//     shapes (bench/NOTES-decode.md, session 16): the kernel is latency-bound, not issue-bound.
 //   - the step's 8 X gathers are issued before any of them is used (one L1 round trip per step,
 //     not one per entry): 9-11 % faster than gathering behind a `col < k` test per entry at
 //     50-90 % on 11008x4096 (bench/NOTES-decode.md, session 4).
-//   - the lane's column total is a byte-parallel nibble sum (4 instructions), not 8 additions
-//     ahead of the scan; the per-entry column is a running sum from the lane's start.
 //   - the next step's 20 bytes per lane are loaded while this step decodes (one step ahead; a
 //     ring of 4 steps in registers measured 12-30 % slower, 2 steps no better — bench/NOTES-decode.md
-//     runs P2, P3).
+//     runs P2, P3; a ring of 4 steps in shared memory filled by cp.async, session 16, 1.0-1.7x
+//     slower).
 // LANES = 16 puts two rows in a warp: at 90 % sparsity a 4096-column row is ~2 warp steps, and
 // the per-row fixed cost (row extent load, scan, reduction) is then shared by twice the rows.
 // PIECES = 2 or 4 (with LANES = 32) gives each row that many warps of one block, each a contiguous
@@ -301,6 +304,25 @@ struct RowKernelShape {
     return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) : 1;
   }
 };
+
+// A 16-bit element of shared memory (byte address `addr`) as T.
+template <class T>
+__device__ __forceinline__ T lds_element(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
+  return *reinterpret_cast<const T*>(&v);
+}
+
+// 0xFF in bytes a..b-1 of a word, 0 elsewhere (0 <= a, b <= 4).
+__device__ __forceinline__ uint32_t byte_range(uint32_t a, uint32_t b) {
+  const uint64_t ones = 0xFFFFFFFFull;
+  return uint32_t((ones << (8 * a)) & (ones >> (32 - 8 * b)));
+}
+
+// Byte j of x (j a constant after unrolling: one prmt).
+__device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
+  return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
+}
 
 // NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4- or 8-byte access.
 template <int NB>
@@ -355,15 +377,16 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // Shuffles below use the whole warp, so every segment runs the warp's largest step count.
   uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
   if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
-  // Entries wb0..s-1 (at most 7) each add one column before the row's first entry.
-  uint32_t carry = wb0 - s;  // mod 2^32
+  // Columns the row's entries before this piece's first step add up to (the steps' loop below
+  // gives the entries before the row's start none).
+  uint32_t carry = 0;
   uint32_t st_begin = 0, st_end = steps;
   if constexpr (PIECES > 1) {
     st_begin = steps * piece / PIECES;
     st_end = steps * (piece + 1) / PIECES;
-    // Column count before step st_begin: one per entry (the leading masked ones included, which
-    // the initial carry cancels) plus the deltas of the row's entries. Lane l's word of step t
-    // holds the deltas of entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
+    // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
+    // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
+    // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
     uint32_t nibbles = 0;
 #pragma unroll 4
     for (uint32_t t = 0; t < st_begin; ++t) {
@@ -376,19 +399,20 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
       nibbles += (pairs * 0x01010101u) >> 24;
     }
-    carry += st_begin * kStep + __reduce_add_sync(0xffffffffu, nibbles);
+    const uint32_t deltas_before = __reduce_add_sync(0xffffffffu, nibbles);
+    if (st_begin > 0) carry = st_begin * kStep - (s - wb0) + deltas_before;
   }
 
+  // This lane's chunk of a step: 8 values and their 8 deltas. Past the row's end the registers
+  // keep what they held: every entry there is masked (value 0, column step 0) by the step.
   auto load = [&](uint32_t base, uint4& v, uint32_t& d) {
-    v = make_uint4(0, 0, 0, 0);
-    d = 0;
     if (base < e) {
       v = load_stream16(vals + base);
       d = load_stream4(deltas + base / 2);
     }
   };
-  uint4 v;
-  uint32_t d;
+  uint4 v = make_uint4(0, 0, 0, 0);
+  uint32_t d = 0;
   load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
@@ -456,44 +480,71 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   float acc[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) acc[j] = 0.f;
-  for (uint32_t st = st_begin; st < st_end; ++st) {
-    const uint32_t base = wb0 + st * kStep + sl * Config::kChunk;
-    uint4 vn;
-    uint32_t dn;
-    load(base + kStep, vn, dn);
-    // The row's first or last lane: clear what belongs to the neighbouring rows.
+  uint32_t xs_addr = static_cast<uint32_t>(__cvta_generic_to_shared(x_smem_raw));
+  asm("" : "+r"(xs_addr));  // kept in a register, not worked out again in every step
+  // One step: the lane's chunk (v, d) at `base` is decoded and multiplied (v is masked in place).
+  auto step = [&](uint32_t base, uint4& v, uint32_t d) {
+    // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
+    // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
+    uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
+    uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+    // The row's first or last lane, or past its end: entries of the neighbouring rows get value
+    // 0 and column step 0, so they sit on a column of this row and add 0 * x. Entries before the
+    // row's start would sit on column -1: the first of them takes a step of 1 (column 0) and the
+    // row's first entry gives it back (its step delta + 1 becomes delta).
     if (base < s || base + Config::kChunk > e) {
-      uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t idx = base + i;
-        if (idx < s) d &= ~(0xFu << (4 * i));
-        if (idx < s || idx >= e) w[i / 2] &= (i & 1) ? 0x0000FFFFu : 0xFFFF0000u;
-      }
-      v = make_uint4(w[0], w[1], w[2], w[3]);
+      // Entries lo..hi-1 of the lane are the row's (none when hi <= lo: past the row's end).
+      const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
+      const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
+      // Bytes j of ev (entry 2j) with lo <= 2j < hi, of od (entry 2j + 1) with lo <= 2j + 1 < hi.
+      const uint32_t ev_keep = byte_range((lo + 1) / 2, (hi + 1) / 2);
+      const uint32_t od_keep = byte_range(lo / 2, hi / 2);
+      // The row's first entry gives back the step its lane's entry 0 takes (below).
+      const uint32_t give = lo > 0 && lo < hi ? 1u << (8 * (lo / 2)) : 0u;
+      ev = (ev & ev_keep) - (lo & 1 ? 0u : give);
+      od = (od & od_keep) - (lo & 1 ? give : 0u);
+      // Entry 0 takes a step of 1 when it is masked in the row's first lane: before an unaligned
+      // start, or in an empty row (its segment runs the other half warp's steps).
+      if (base <= s && (lo > 0 || hi == 0)) ev |= 1u;
+      // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
+      v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
+      v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
+      v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
+      v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
     }
-    // Sum of this lane's 8 (delta + 1): nibbles added bytewise, then the 4 bytes.
-    const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
-    const uint32_t total = ((pairs * 0x01010101u) >> 24) + 8u;
+    // Byte j of `ends`: the steps of entries 0..2j+1 (<= 4 x 32, no carries between bytes); of
+    // `starts`: entries 0..2j (ends minus entry 2j + 1's step: no borrows). So entry i's column is
+    // the lane's start column plus one byte, one prmt away.
+    const uint32_t ends = (ev + od) * 0x01010101u;
+    const uint32_t starts = ends - od;
+    const uint32_t total = ends >> 24;
     uint32_t incl = total;
 #pragma unroll
     for (int o = 1; o < LANES; o <<= 1) {
       const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
       if (sl >= o) incl += u;
     }
-    uint32_t col = carry + (incl - total) - 1u;  // column before this lane's first entry
+    // Column before this lane's first entry: -1 for the row's first lane (so the X addresses
+    // below start one element before X; every entry's own column is >= 0).
+    const int32_t col0 = int32_t(carry + (incl - total)) - 1;
     carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    if constexpr (NB == 1) {
-      float xv[8];
+    uint32_t off[8];  // entry i's column minus col0
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        col += ((d >> (4 * i)) & 0xFu) + 1u;
-        if constexpr (XSMEM) {
-          xv[i] = to_float(xs[min(col, k - 1u)]);
-        } else {
-          xv[i] = to_float(__ldg(x + min(col, k - 1u)));
-        }
+    for (int i = 0; i < 8; ++i) off[i] = byte_of(i & 1 ? ends : starts, i / 2);
+    if constexpr (NB == 1) {
+      // Gathers from the lane's column before its first entry: one address instruction each.
+      float xv[8];
+      if constexpr (XSMEM) {
+        uint32_t xl = xs_addr + 2u * uint32_t(col0);
+        asm("" : "+r"(xl));  // opaque: each address is then one lea, not an add and a multiply
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xv[i] = to_float(lds_element<T>(xl + 2u * off[i]));
+      } else {
+        const T* xl = x + col0;
+        asm("" : "+l"(xl));  // opaque: each address is then one wide multiply-add
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xv[i] = to_float(__ldg(xl + off[i]));
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -503,12 +554,10 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     } else {
       // The 8 entries' token vectors are loaded before the first is used (one shared-memory
       // round trip per step).
+      const unsigned char* xl = x_smem_raw + int64_t(col0) * NB * int64_t(sizeof(T));
       uint32_t xw[8][NB / 2];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        col += ((d >> (4 * i)) & 0xFu) + 1u;
-        load_tokens<NB>(x_smem_raw + size_t(min(col, k - 1u)) * NB * sizeof(T), xw[i]);
-      }
+      for (int i = 0; i < 8; ++i) load_tokens<NB>(xl + off[i] * (NB * sizeof(T)), xw[i]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const float2 pair = unpack2<T>(words[i / 2]);
@@ -521,8 +570,17 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
         }
       }
     }
+  };
+  // One step ahead: the next chunk is in flight while a step decodes.
+  uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
+  for (uint32_t st = st_begin; st < st_end; ++st) {
+    uint4 vn = v;
+    uint32_t dn = d;
+    load(base + kStep, vn, dn);
+    step(base, v, d);
     v = vn;
     d = dn;
+    base += kStep;
   }
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
