@@ -482,8 +482,12 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   for (int j = 0; j < NB; ++j) acc[j] = 0.f;
   uint32_t xs_addr = static_cast<uint32_t>(__cvta_generic_to_shared(x_smem_raw));
   asm("" : "+r"(xs_addr));  // kept in a register, not worked out again in every step
-  // One step: the lane's chunk (v, d) at `base` is decoded and multiplied (v is masked in place).
-  auto step = [&](uint32_t base, uint4& v, uint32_t d) {
+  // One step ahead: the next chunk is in flight while a step decodes.
+  uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
+  for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
+    uint4 vn = v;
+    uint32_t dn = d;
+    load(base + kStep, vn, dn);
     // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
     // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
     uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
@@ -570,17 +574,8 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
         }
       }
     }
-  };
-  // One step ahead: the next chunk is in flight while a step decodes.
-  uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
-  for (uint32_t st = st_begin; st < st_end; ++st) {
-    uint4 vn = v;
-    uint32_t dn = d;
-    load(base + kStep, vn, dn);
-    step(base, v, d);
     v = vn;
     d = dn;
-    base += kStep;
   }
 #pragma unroll
   for (int j = 0; j < NB; ++j) {
