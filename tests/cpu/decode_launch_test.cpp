@@ -235,6 +235,26 @@ TEST(DecodeLaunch, MackoRowPieces) {
   EXPECT_EQ(row_pieces(4096, 4096 * 2048, 0, 132, 3), 2);  // 3 is not a piece count: the rule
 }
 
+TEST(DecodeLaunch, MackoRowsPerWarpMakeOneWave) {
+  using macko_warp_row::rows_per_segment;
+  // 132 SMs x 6 blocks x 8 warps = 6336 warps at once.
+  EXPECT_EQ(rows_per_segment(4096, 6336, 0), 1);
+  EXPECT_EQ(rows_per_segment(6336, 6336, 0), 1);
+  EXPECT_EQ(rows_per_segment(6337, 6336, 0), 2);
+  EXPECT_EQ(rows_per_segment(11008, 6336, 0), 2);   // was 1.74 waves of one row per warp
+  EXPECT_EQ(rows_per_segment(28672, 6336, 0), 5);
+  EXPECT_EQ(rows_per_segment(0, 6336, 0), 1);
+  EXPECT_EQ(rows_per_segment(100, 0, 0), 1);        // unknown occupancy: one row per warp
+  EXPECT_EQ(rows_per_segment(11008, 6336, 1), 1);   // the knob: one row per warp, as before
+  EXPECT_EQ(rows_per_segment(4096, 6336, 3), 3);
+  // Every row gets a warp slot: ceil(rows / rows_per_segment) warps fit the resident ones.
+  for (int64_t rows : {1, 7, 6335, 6336, 6337, 12672, 12673, 100000}) {
+    const int r = rows_per_segment(rows, 6336, 0);
+    EXPECT_LE((rows + r - 1) / r, 6336) << rows;
+    EXPECT_GT(int64_t(r) * 6336, rows - 6336) << rows;  // and no more rows than needed
+  }
+}
+
 TEST(DecodeLaunch, CsrBlocks) {
   EXPECT_EQ(csr_vector::blocks_for(1), 1);
   EXPECT_EQ(csr_vector::blocks_for(8), 1);

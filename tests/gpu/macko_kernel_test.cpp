@@ -75,3 +75,37 @@ TEST(MackoWarpRow, RowPieces) {
       Format::macko, patterns::random(DType::bf16, slots / 4 - 5, 7001, 0.5, 790));
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
+
+// More rows than the GPU's warp slots: each warp of the row kernel runs several rows
+// (rows_per_segment), reading the next row's extent and first chunk while a row decodes; every
+// other pass over the segments runs backwards. Sized from this GPU's SM count so one token takes
+// 3 rows per warp and 2..4 tokens 4; random (index order) and magnitude (row_order, longest first)
+// rows, with empty rows first, in the middle and last.
+TEST(MackoWarpRow, SeveralRowsPerWarp) {
+  const auto& k = test::kernel_named("macko.warp_row");
+  if (!k.run) return;
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  const int64_t rows = int64_t(dev.value().sm_count) * 48 * 2 + 13;
+  namespace wr = kernels::macko_warp_row;
+  uint64_t seed = 900;
+  for (const char* pattern : {"random", "magnitude"}) {
+    for (DType t : {DType::fp16, DType::bf16}) {
+      HostMatrix h = test::make_weight(t, pattern, rows, 2801, 0.5, seed);
+      for (int64_t r : {int64_t(0), rows / 2, rows - 1})
+        for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
+      const Weight w = test::encode_or_fail(Format::macko, h);
+      const auto& mm = std::get<macko::Matrix>(w);
+      ASSERT_EQ(wr::choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                     dev.value().sm_count, wr::OneTokenKernel::automatic),
+                wr::OneTokenKernel::warp);
+      ASSERT_EQ(wr::row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                               dev.value().sm_count, 0),
+                1);
+      test::expect_all_n(k, w, {1, 2, 4}, std::string("macko several rows per warp ") + pattern +
+                                              (t == DType::bf16 ? " bf16" : " fp16"),
+                         seed + 1);
+      seed += 10;
+    }
+  }
+}

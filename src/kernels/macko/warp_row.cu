@@ -349,9 +349,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
                                   RowKernelShape<NB>::min_blocks_per_sm(LANES, PIECES))
     macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                      const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
-                     int64_t m, uint32_t k, const T* __restrict__ x, int64_t ldx, int n,
-                     T* __restrict__ y, int64_t ldy, const T* __restrict__ bias, bool accumulate,
-                     float rms_eps) {
+                     int64_t m, int rows_per_seg, uint32_t k, const T* __restrict__ x,
+                     int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
+                     const T* __restrict__ bias, bool accumulate, float rms_eps) {
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
   let_next_launch();
@@ -360,60 +360,65 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
   const int piece = warp % PIECES;
-  // The slot's row: in index order, or (order != null) the matrix's row_order, longest rows
-  // first, whose 16-byte record also holds the row's extent. Past the last row: m.
-  const int64_t slot = (int64_t(blockIdx.x) * kWarps + warp) / PIECES * kRowsPerWarp + lane / LANES;
-  int64_t row = m;
-  uint32_t s = 0, e = 0;
-  if (slot < m) {
-    if (order) {
-      const uint4 rec = __ldg(order + slot);
-      row = rec.x, s = rec.y, e = rec.z;
-    } else {
-      row = slot, s = __ldg(row_ptr + slot), e = __ldg(row_ptr + slot + 1);
+  // A segment (a warp, half a warp, or PIECES warps for one row) runs rows_per_seg rows one after
+  // another (whole warps; half warps and pieces run one). Segment g of G takes slots g, 2G-1-g, 2G+g, ...: every other pass
+  // runs backwards, so with row_order (longest rows first) a segment pairs a long row with a short
+  // one. The next row's extent is read when a row starts and its first chunk during the row's last
+  // step, so a segment starts its next row without a DRAM round trip, and a grid of more rows than
+  // warp slots is one wave of equal work instead of 1.x waves (rows_per_segment).
+  // Whole-warp segments only: half warps (32 registers) would spill the next row's state inside
+  // the step loop, and pieces meet in shared memory once per block.
+  constexpr bool kMultiRow = LANES == 32 && PIECES == 1;
+  const int rows = kMultiRow ? rows_per_seg : 1;
+  // 32-bit slot arithmetic (the host runs row kernels for m < 2^31 only): the i-th slot is the
+  // previous one plus 2G-1-2g (i odd) or 2g+1 (i even), which keeps two registers per row live
+  // across the steps instead of the segment's index and count.
+  const uint32_t segs = gridDim.x * uint32_t(kWarps / PIECES * kRowsPerWarp);
+  uint32_t slot = (blockIdx.x * uint32_t(kWarps) + uint32_t(warp)) / PIECES * kRowsPerWarp +
+                  uint32_t(lane / LANES);
+  uint32_t slot_step = 2 * (segs - slot) - 1;
+  // Row and entry extent of a slot: in index order, or (order != null) the matrix's row_order,
+  // whose 16-byte record also holds the row's extent. Past the last row: m.
+  auto extent = [&](uint32_t slot, uint32_t& row, uint32_t& s, uint32_t& e) {
+    row = uint32_t(m), s = 0, e = 0;
+    if (slot < m) {
+      if (order) {
+        const uint4 rec = __ldg(order + slot);
+        row = rec.x, s = rec.y, e = rec.z;
+      } else {
+        row = slot, s = __ldg(row_ptr + slot), e = __ldg(row_ptr + slot + 1);
+      }
     }
-  }
-  const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
-  // Shuffles below use the whole warp, so every segment runs the warp's largest step count.
-  uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
-  if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
-  // Columns the row's entries before this piece's first step add up to (the steps' loop below
-  // gives the entries before the row's start none).
-  uint32_t carry = 0;
+  };
+  // Steps of the row starting at entry s and ending at e. Shuffles below use the whole warp, so
+  // every segment runs the warp's largest step count.
+  auto row_steps = [&](uint32_t s, uint32_t e) {
+    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
+    if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
+    return steps;
+  };
+  uint32_t row, s, e;
+  extent(slot, row, s, e);
+  uint32_t steps = row_steps(s, e);
   uint32_t st_begin = 0, st_end = steps;
   if constexpr (PIECES > 1) {
     st_begin = steps * piece / PIECES;
     st_end = steps * (piece + 1) / PIECES;
-    // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
-    // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
-    // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
-    uint32_t nibbles = 0;
-#pragma unroll 4
-    for (uint32_t t = 0; t < st_begin; ++t) {
-      const uint32_t base = wb0 + t * kStep + lane * Config::kChunk;
-      uint32_t d = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
-      if (base < s) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) d = base + i < s ? d & ~(0xFu << (4 * i)) : d;
-      }
-      const uint32_t pairs = (d & 0x0F0F0F0Fu) + ((d >> 4) & 0x0F0F0F0Fu);
-      nibbles += (pairs * 0x01010101u) >> 24;
-    }
-    const uint32_t deltas_before = __reduce_add_sync(0xffffffffu, nibbles);
-    if (st_begin > 0) carry = st_begin * kStep - (s - wb0) + deltas_before;
   }
 
-  // This lane's chunk of a step: 8 values and their 8 deltas. Past the row's end the registers
-  // keep what they held: every entry there is masked (value 0, column step 0) by the step.
-  auto load = [&](uint32_t base, uint4& v, uint32_t& d) {
-    if (base < e) {
+  // This lane's chunk of a step: 8 values and their 8 deltas, when the chunk starts before `end`.
+  // Past the row's end the registers keep what they held: every entry there is masked (value 0,
+  // column step 0) by the step.
+  auto load = [&](uint32_t base, uint32_t end, uint4& v, uint32_t& d) {
+    if (base < end) {
       v = load_stream16(vals + base);
       d = load_stream4(deltas + base / 2);
     }
   };
   uint4 v = make_uint4(0, 0, 0, 0);
   uint32_t d = 0;
-  load(wb0 + st_begin * kStep + sl * Config::kChunk, v, d);
+  load((s & ~uint32_t(Config::kChunk - 1)) + st_begin * kStep + sl * Config::kChunk, e, v, d);
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
   wait_for_previous();
@@ -477,136 +482,178 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     for (int v = 0; v < kWarps; ++v) total += rms_part[v][j];
     return rms_scale(total, k, rms_eps);
   };
-  float acc[NB];
-#pragma unroll
-  for (int j = 0; j < NB; ++j) acc[j] = 0.f;
   uint32_t xs_addr = static_cast<uint32_t>(__cvta_generic_to_shared(x_smem_raw));
   asm("" : "+r"(xs_addr));  // kept in a register, not worked out again in every step
-  // One step ahead: the next chunk is in flight while a step decodes.
-  uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
-  for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
-    uint4 vn = v;
-    uint32_t dn = d;
-    load(base + kStep, vn, dn);
-    // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
-    // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
-    uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
-    uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
-    // The row's first or last lane, or past its end: entries of the neighbouring rows get value
-    // 0 and column step 0, so they sit on a column of this row and add 0 * x. Entries before the
-    // row's start would sit on column -1: the first of them takes a step of 1 (column 0) and the
-    // row's first entry gives it back (its step delta + 1 becomes delta).
-    if (base < s || base + Config::kChunk > e) {
-      // Entries lo..hi-1 of the lane are the row's (none when hi <= lo: past the row's end).
-      const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
-      const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
-      // Bytes j of ev (entry 2j) with lo <= 2j < hi, of od (entry 2j + 1) with lo <= 2j + 1 < hi.
-      const uint32_t ev_keep = byte_range((lo + 1) / 2, (hi + 1) / 2);
-      const uint32_t od_keep = byte_range(lo / 2, hi / 2);
-      // The row's first entry gives back the step its lane's entry 0 takes (below).
-      const uint32_t give = lo > 0 && lo < hi ? 1u << (8 * (lo / 2)) : 0u;
-      ev = (ev & ev_keep) - (lo & 1 ? 0u : give);
-      od = (od & od_keep) - (lo & 1 ? give : 0u);
-      // Entry 0 takes a step of 1 when it is masked in the row's first lane: before an unaligned
-      // start, or in an empty row (its segment runs the other half warp's steps).
-      if (base <= s && (lo > 0 || hi == 0)) ev |= 1u;
-      // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
-      v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
-      v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
-      v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
-      v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+  for (int nth = 0;;) {
+    // The next row's extent, in flight while this row decodes (none after the last).
+    uint32_t next_row = uint32_t(m), ns = 0, ne = 0;
+    if (kMultiRow && nth + 1 < rows) {
+      slot += slot_step;
+      slot_step = 2 * segs - slot_step;
+      extent(slot, next_row, ns, ne);
     }
-    // Byte j of `ends`: the steps of entries 0..2j+1 (<= 4 x 32, no carries between bytes); of
-    // `starts`: entries 0..2j (ends minus entry 2j + 1's step: no borrows). So entry i's column is
-    // the lane's start column plus one byte, one prmt away.
-    const uint32_t ends = (ev + od) * 0x01010101u;
-    const uint32_t starts = ends - od;
-    const uint32_t total = ends >> 24;
-    uint32_t incl = total;
+    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    // Columns the row's entries before this piece's first step add up to (the steps' loop below
+    // gives the entries before the row's start none).
+    uint32_t carry = 0;
+    if constexpr (PIECES > 1) {
+      // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
+      // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
+      // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
+      uint32_t nibbles = 0;
+#pragma unroll 4
+      for (uint32_t t = 0; t < st_begin; ++t) {
+        const uint32_t base = wb0 + t * kStep + lane * Config::kChunk;
+        uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
+        if (base < s) {
 #pragma unroll
-    for (int o = 1; o < LANES; o <<= 1) {
-      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
-      if (sl >= o) incl += u;
+          for (int q = 0; q < 8; ++q) dd = base + q < s ? dd & ~(0xFu << (4 * q)) : dd;
+        }
+        const uint32_t pairs = (dd & 0x0F0F0F0Fu) + ((dd >> 4) & 0x0F0F0F0Fu);
+        nibbles += (pairs * 0x01010101u) >> 24;
+      }
+      const uint32_t deltas_before = __reduce_add_sync(0xffffffffu, nibbles);
+      if (st_begin > 0) carry = st_begin * kStep - (s - wb0) + deltas_before;
     }
-    // Column before this lane's first entry: -1 for the row's first lane (so the X addresses
-    // below start one element before X; every entry's own column is >= 0).
-    const int32_t col0 = int32_t(carry + (incl - total)) - 1;
-    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    uint32_t off[8];  // entry i's column minus col0
+    float acc[NB];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) off[i] = byte_of(i & 1 ? ends : starts, i / 2);
-    if constexpr (NB == 1) {
-      // Gathers from the lane's column before its first entry: one address instruction each.
-      float xv[8];
-      if constexpr (XSMEM) {
-        uint32_t xl = xs_addr + 2u * uint32_t(col0);
-        asm("" : "+r"(xl));  // opaque: each address is then one lea, not an add and a multiply
+    for (int j = 0; j < NB; ++j) acc[j] = 0.f;
+    // One step ahead: the next chunk is in flight while a step decodes; during the last step,
+    // the next row's first chunk.
+    const uint32_t next_base = (ns & ~uint32_t(Config::kChunk - 1)) + sl * Config::kChunk;
+    uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
+    for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
+      uint4 vn = v;
+      uint32_t dn = d;
+      const bool more = st + 1 < st_end;
+      load(more ? base + kStep : next_base, more ? e : ne, vn, dn);
+      // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
+      // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
+      uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
+      uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+      // The row's first or last lane, or past its end: entries of the neighbouring rows get value
+      // 0 and column step 0, so they sit on a column of this row and add 0 * x. Entries before the
+      // row's start would sit on column -1: the first of them takes a step of 1 (column 0) and the
+      // row's first entry gives it back (its step delta + 1 becomes delta).
+      if (base < s || base + Config::kChunk > e) {
+        // Entries lo..hi-1 of the lane are the row's (none when hi <= lo: past the row's end).
+        const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
+        const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
+        // Bytes j of ev (entry 2j) with lo <= 2j < hi, of od (entry 2j + 1) with lo <= 2j + 1 < hi.
+        const uint32_t ev_keep = byte_range((lo + 1) / 2, (hi + 1) / 2);
+        const uint32_t od_keep = byte_range(lo / 2, hi / 2);
+        // The row's first entry gives back the step its lane's entry 0 takes (below).
+        const uint32_t give = lo > 0 && lo < hi ? 1u << (8 * (lo / 2)) : 0u;
+        ev = (ev & ev_keep) - (lo & 1 ? 0u : give);
+        od = (od & od_keep) - (lo & 1 ? give : 0u);
+        // Entry 0 takes a step of 1 when it is masked in the row's first lane: before an unaligned
+        // start, or in an empty row (its segment runs the other half warp's steps).
+        if (base <= s && (lo > 0 || hi == 0)) ev |= 1u;
+        // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
+        v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
+        v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
+        v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
+        v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+      }
+      // Byte j of `ends`: the steps of entries 0..2j+1 (<= 4 x 32, no carries between bytes); of
+      // `starts`: entries 0..2j (ends minus entry 2j + 1's step: no borrows). So entry i's column is
+      // the lane's start column plus one byte, one prmt away.
+      const uint32_t ends = (ev + od) * 0x01010101u;
+      const uint32_t starts = ends - od;
+      const uint32_t total = ends >> 24;
+      uint32_t incl = total;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) xv[i] = to_float(lds_element<T>(xl + 2u * off[i]));
+      for (int o = 1; o < LANES; o <<= 1) {
+        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+        if (sl >= o) incl += u;
+      }
+      // Column before this lane's first entry: -1 for the row's first lane (so the X addresses
+      // below start one element before X; every entry's own column is >= 0).
+      const int32_t col0 = int32_t(carry + (incl - total)) - 1;
+      carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      uint32_t off[8];  // entry i's column minus col0
+#pragma unroll
+      for (int i = 0; i < 8; ++i) off[i] = byte_of(i & 1 ? ends : starts, i / 2);
+      if constexpr (NB == 1) {
+        // Gathers from the lane's column before its first entry: one address instruction each.
+        float xv[8];
+        if constexpr (XSMEM) {
+          uint32_t xl = xs_addr + 2u * uint32_t(col0);
+          asm("" : "+r"(xl));  // opaque: each address is then one lea, not an add and a multiply
+#pragma unroll
+          for (int i = 0; i < 8; ++i) xv[i] = to_float(lds_element<T>(xl + 2u * off[i]));
+        } else {
+          const T* xl = x + col0;
+          asm("" : "+l"(xl));  // opaque: each address is then one wide multiply-add
+#pragma unroll
+          for (int i = 0; i < 8; ++i) xv[i] = to_float(__ldg(xl + off[i]));
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 pair = unpack2<T>(words[i / 2]);
+          acc[0] += ((i & 1) ? pair.y : pair.x) * xv[i];
+        }
       } else {
-        const T* xl = x + col0;
-        asm("" : "+l"(xl));  // opaque: each address is then one wide multiply-add
+        // The 8 entries' token vectors are loaded before the first is used (one shared-memory
+        // round trip per step).
+        const unsigned char* xl = x_smem_raw + int64_t(col0) * NB * int64_t(sizeof(T));
+        uint32_t xw[8][NB / 2];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) xv[i] = to_float(__ldg(xl + off[i]));
-      }
+        for (int i = 0; i < 8; ++i) load_tokens<NB>(xl + off[i] * (NB * sizeof(T)), xw[i]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float2 pair = unpack2<T>(words[i / 2]);
-        acc[0] += ((i & 1) ? pair.y : pair.x) * xv[i];
-      }
-    } else {
-      // The 8 entries' token vectors are loaded before the first is used (one shared-memory
-      // round trip per step).
-      const unsigned char* xl = x_smem_raw + int64_t(col0) * NB * int64_t(sizeof(T));
-      uint32_t xw[8][NB / 2];
+        for (int i = 0; i < 8; ++i) {
+          const float2 pair = unpack2<T>(words[i / 2]);
+          const float wv = (i & 1) ? pair.y : pair.x;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) load_tokens<NB>(xl + off[i] * (NB * sizeof(T)), xw[i]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float2 pair = unpack2<T>(words[i / 2]);
-        const float wv = (i & 1) ? pair.y : pair.x;
-#pragma unroll
-        for (int q = 0; q < NB / 2; ++q) {
-          const float2 xt = unpack2<T>(xw[i][q]);
-          acc[2 * q] += wv * xt.x;
-          acc[2 * q + 1] += wv * xt.y;
+          for (int q = 0; q < NB / 2; ++q) {
+            const float2 xt = unpack2<T>(xw[i][q]);
+            acc[2 * q] += wv * xt.x;
+            acc[2 * q + 1] += wv * xt.y;
+          }
         }
       }
+      v = vn;
+      d = dn;
     }
-    v = vn;
-    d = dn;
-  }
+    // A row whose segment ran no step (empty rows, or no row) loaded nothing for the next one.
+    if (st_begin == st_end) load(next_base, ne, v, d);
 #pragma unroll
-  for (int j = 0; j < NB; ++j) {
+    for (int j = 0; j < NB; ++j) {
 #pragma unroll
-    for (int o = LANES / 2; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-  }
-  if constexpr (PIECES > 1) {
-    __shared__ float piece_sum[kWarps][NB];
-    if (lane == 0) {
-#pragma unroll
-      for (int j = 0; j < NB; ++j) piece_sum[warp][j] = acc[j];
+      for (int o = LANES / 2; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
     }
-    __syncthreads();
-    if (piece != 0 || lane >= min(NB, n) || row >= m) return;
-    // Lane j of the row's first piece writes token j.
-    float sum = 0.f;
+    if constexpr (PIECES > 1) {
+      // One row per block pass (rows == 1): the pieces' sums meet in shared memory.
+      __shared__ float piece_sum[kWarps][NB];
+      if (lane == 0) {
 #pragma unroll
-    for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
+        for (int j = 0; j < NB; ++j) piece_sum[warp][j] = acc[j];
+      }
+      __syncthreads();
+      if (piece != 0 || lane >= min(NB, n) || row >= m) return;
+      // Lane j of the row's first piece writes token j.
+      float sum = 0.f;
 #pragma unroll
-    for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
-    if constexpr (RMS) sum *= out_scale(lane);
-    store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
-  } else {
-    // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
-    float mine = 0.f;
+      for (int j = 0; j < NB; ++j) sum = lane == j ? acc[j] : sum;
 #pragma unroll
-    for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
-    if (sl < min(NB, n) && row < m) {
-      if constexpr (RMS) mine *= out_scale(sl);
-      store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
+      for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
+      if constexpr (RMS) sum *= out_scale(lane);
+      store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
+      return;
+    } else {
+      // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
+      float mine = 0.f;
+#pragma unroll
+      for (int j = 0; j < NB; ++j) mine = sl == j ? acc[j] : mine;
+      if (sl < min(NB, n) && row < m) {
+        if constexpr (RMS) mine *= out_scale(sl);
+        store_output(y + int64_t(sl) * ldy + row, mine, bias, row, accumulate);
+      }
     }
+    if (++nth == rows) return;
+    row = next_row, s = ns, e = ne;
+    st_end = row_steps(s, e);
   }
 }
 
@@ -635,6 +682,13 @@ int pieces_override() {
 // unset: the rule in use_row_order).
 int order_override() {
   static const int v = env_knob("SPARROW_MACKO_ORDER", -1);
+  return v;
+}
+
+// SPARROW_MACKO_ROWS_PER_SEGMENT=N: every row kernel segment runs N rows (1: one row per warp as
+// before session 17; experiments and A/B runs; read once; unset or 0: rows_per_segment's rule).
+int rows_per_segment_override() {
+  static const int v = env_knob("SPARROW_MACKO_ROWS_PER_SEGMENT", 0);
   return v;
 }
 
@@ -673,14 +727,14 @@ struct RowCall {
   bool dependent;
   bool input_rms;
   float rms_eps;
+  int sm_count;
 };
 
 template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS>
 cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   const int64_t m = mm.shape.rows;
   constexpr int kThreads = RowKernelShape<NB>::kThreads;
-  const int64_t rows_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
-  const unsigned blocks = unsigned((m + rows_per_block - 1) / rows_per_block);
+  const int64_t segs_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
   auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB, RMS>;
   const size_t smem = XSMEM ? size_t(mm.shape.cols) * NB * sizeof(T) : 0;
   if (smem > 48 * 1024) {
@@ -688,9 +742,27 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
+  // Blocks of this instance an SM holds at once (registers, shared memory), so the segments
+  // that run at once: rows beyond them go to segments that run several rows. Asked once per
+  // instance and X size (the engine's weights of one K share it).
+  static thread_local size_t asked_smem = ~size_t(0);
+  static thread_local int resident = 0;
+  if (asked_smem != smem) {
+    const cudaError_t oe =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads, smem);
+    if (oe != cudaSuccess) return oe;
+    asked_smem = smem;
+  }
+  const int64_t resident_segs = int64_t(std::max(resident, 1)) * c.sm_count * segs_per_block;
+  const int rows_per_seg = LANES == 32 && PIECES == 1
+                               ? rows_per_segment(m, resident_segs, rows_per_segment_override())
+                               : 1;
+  const int64_t segs = (m + rows_per_seg - 1) / rows_per_seg;
+  const unsigned blocks =
+      unsigned(std::max<int64_t>(1, (segs + segs_per_block - 1) / segs_per_block));
   return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
-                       mm.deltas.data(), m, uint32_t(mm.shape.cols), c.x, c.ldx,
+                       mm.deltas.data(), m, rows_per_seg, uint32_t(mm.shape.cols), c.x, c.ldx,
                        NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate, c.rms_eps);
 }
 
@@ -783,7 +855,8 @@ Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, 
 // (row_kernel_tokens); 0 when the persistent kernel runs instead (also when an experiment knob
 // asks for it). Only the row kernels take input_rms.
 int row_kernel_pass(const macko::Matrix& mm, int64_t n) {
-  if (mm.shape.cols > kOneTokenMaxCols || one_token_override() == OneTokenKernel::persistent)
+  if (mm.shape.cols > kOneTokenMaxCols || mm.shape.rows > kRowKernelMaxRows ||
+      one_token_override() == OneTokenKernel::persistent)
     return 0;
   return row_kernel_tokens(n, mm.shape.cols, few_tokens_override());
 }
@@ -802,7 +875,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
                                         nb == 1 ? kOneTokenWarpsPerSm : kFewTokensWarpsPerSm)
                            : 1;
     const RowCall<T> c{x, p.x.ld, int(p.n()), y, p.y.ld, bias, p.opt.accumulate,
-                       p.opt.dependent_launch, p.opt.input_rms, p.opt.rms_eps};
+                       p.opt.dependent_launch, p.opt.input_rms, p.opt.rms_eps, dev.sm_count};
     return launch_rows<T>(mm, which, pieces, nb, c, stream);
   }
   const TokenPasses tp = token_passes(mm.shape.cols, int(sizeof(T)), dev.max_smem_per_block);
@@ -872,6 +945,12 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
     pieces *= 2;
   }
   return pieces;
+}
+
+int rows_per_segment(int64_t rows, int64_t resident_warps, int requested) {
+  if (requested > 0) return requested;
+  if (rows <= 0 || resident_warps <= 0) return 1;
+  return int(std::min<int64_t>((rows + resident_warps - 1) / resident_warps, int64_t(1) << 20));
 }
 
 int64_t x_staged_columns(int64_t k) { return (k + 63) / 64 * 64; }

@@ -52,6 +52,8 @@ constexpr double kEvenRowsRatio = 1.3;
 bool rows_are_even(int64_t rows, int64_t entries, int64_t max_row_entries);
 // Columns must fit the 32-bit column arithmetic with room for the wrap of masked entries.
 constexpr int64_t kOneTokenMaxCols = int64_t(1) << 30;
+// Rows must fit the row kernels' 32-bit slot arithmetic (more run the persistent kernel).
+constexpr int64_t kRowKernelMaxRows = int64_t(1) << 30;
 OneTokenKernel choose_one_token(int64_t rows, int64_t entries, int64_t max_row_entries,
                                 int sm_count, OneTokenKernel requested);
 // Whether the kernels hand rows out longest first (macko::Matrix::row_order): for uneven rows
@@ -94,6 +96,15 @@ int row_kernel_tokens(int64_t n, int64_t cols, int requested);
 constexpr int64_t kMinEntriesPerPiece = 768;
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
                int requested, int64_t warps_per_sm = kOneTokenWarpsPerSm);
+
+// Rows each warp of the warp-per-row kernel runs one after another when `resident_warps` of its
+// warps fit the GPU at once: 1 while the rows fit, else the fewest that fit them in one wave (half
+// warps and row pieces run one row each: the extra state would spill from their 32 registers). A
+// warp reads its next row's extent while a row decodes and its first chunk during the row's last
+// step, so it starts the next row without a DRAM round trip, and the grid is one wave of equal
+// work (11008 rows on 132 SMs x 48 warps were 1.74 waves of one row each). `requested` > 0
+// overrides the rule.
+int rows_per_segment(int64_t rows, int64_t resident_warps, int requested);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
