@@ -294,15 +294,23 @@ TEST(DecodeLaunch, KernelsRejectHostAndForeignWeights) {
 // 0 / 1 override the rule.
 TEST(DecodeLaunch, MackoRowKernelTokens) {
   using macko_warp_row::row_kernel_tokens;
-  EXPECT_EQ(row_kernel_tokens(1, 1 << 20, -1), 1);   // one token: always the row kernel
-  EXPECT_EQ(row_kernel_tokens(2, 4096, -1), 4);
-  EXPECT_EQ(row_kernel_tokens(4, 8192, -1), 4);
-  EXPECT_EQ(row_kernel_tokens(4, 8193, -1), 0);      // longer K: the persistent kernel
-  EXPECT_EQ(row_kernel_tokens(4, 11008, -1), 0);
-  EXPECT_EQ(row_kernel_tokens(5, 4096, -1), 0);      // beyond 4 tokens
-  EXPECT_EQ(row_kernel_tokens(8, 4096, -1), 0);
-  EXPECT_EQ(row_kernel_tokens(3, 4096, 0), 0);       // override
-  EXPECT_EQ(row_kernel_tokens(1, 4096, 0), 1);
+  const int64_t half = 4096 * 2048;  // entries of a 4096-column row at 50 %, per row
+  EXPECT_EQ(row_kernel_tokens(1, 11008, 1 << 20, 11008 * 8, 132, -1), 1);  // one token: always
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 4096, half, 132, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(4, 4096, 8192, 4096 * 4096, 132, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(4, 4096, 8193, half, 132, -1), 0);  // longer K: the persistent kernel
+  EXPECT_EQ(row_kernel_tokens(4, 4096, 11008, half, 132, -1), 0);
+  // 5..8 tokens: with several rows per warp (>= 64 rows per SM) and density >= 0.25.
+  EXPECT_EQ(row_kernel_tokens(5, 11008, 4096, 11008 * 2048, 132, -1), 8);
+  EXPECT_EQ(row_kernel_tokens(8, 28672, 8192, 28672 * 2458, 132, -1), 8);  // 70 %
+  EXPECT_EQ(row_kernel_tokens(8, 4096, 4096, half, 132, -1), 0);           // one row per warp
+  EXPECT_EQ(row_kernel_tokens(8, 8448, 4096, 8448 * 2048, 132, -1), 8);    // 64 rows per SM
+  EXPECT_EQ(row_kernel_tokens(8, 8447, 4096, 8447 * 2048, 132, -1), 0);
+  EXPECT_EQ(row_kernel_tokens(8, 11008, 4096, 11008 * 410, 132, -1), 0);   // 90 %
+  EXPECT_EQ(row_kernel_tokens(8, 11008, 4096, 11008 * 2048, 132, 0), 0);   // override
+  EXPECT_EQ(row_kernel_tokens(9, 11008, 4096, 11008 * 2048, 132, -1), 0);  // beyond 8 tokens
+  EXPECT_EQ(row_kernel_tokens(8, 100, 4096, 100 * 2048, 0, -1), 8);  // sm_count 0 reads as 1 SM
+  EXPECT_EQ(row_kernel_tokens(1, 4096, 4096, half, 132, 0), 1);
 }
 
 TEST(DecodeLaunch, MackoSharedXRule) {

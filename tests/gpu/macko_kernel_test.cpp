@@ -79,7 +79,7 @@ TEST(MackoWarpRow, RowPieces) {
 // More rows than the GPU's warp slots: each warp of the row kernel runs several rows
 // (rows_per_segment), reading the next row's extent and first chunk while a row decodes; every
 // other pass over the segments runs backwards. Sized from this GPU's SM count so one token takes
-// 3 rows per warp and 2..4 tokens 4; random (index order) and magnitude (row_order, longest first)
+// 3 rows per warp, 2..4 tokens 4 and 5..8 tokens (the 8-token instance) more; random (index order) and magnitude (row_order, longest first)
 // rows, with empty rows first, in the middle and last.
 TEST(MackoWarpRow, SeveralRowsPerWarp) {
   const auto& k = test::kernel_named("macko.warp_row");
@@ -102,7 +102,11 @@ TEST(MackoWarpRow, SeveralRowsPerWarp) {
       ASSERT_EQ(wr::row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                dev.value().sm_count, 0),
                 1);
-      test::expect_all_n(k, w, {1, 2, 4}, std::string("macko several rows per warp ") + pattern +
+      // 5..8 tokens run the row kernel's 8-token instance here (>= 64 rows per SM, 50 %).
+      ASSERT_EQ(wr::row_kernel_tokens(8, mm.shape.rows, mm.shape.cols, mm.entries(),
+                                      dev.value().sm_count, -1),
+                8);
+      test::expect_all_n(k, w, {1, 2, 4, 5, 8}, std::string("macko several rows per warp ") + pattern +
                                               (t == DType::bf16 ? " bf16" : " fp16"),
                          seed + 1);
       seed += 10;

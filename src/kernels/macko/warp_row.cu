@@ -327,8 +327,10 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
 // NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4- or 8-byte access.
 template <int NB>
 __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&w)[NB / 2]) {
-  static_assert(NB == 2 || NB == 4, "2 or 4 tokens per X^T column");
-  if constexpr (NB == 4) {
+  static_assert(NB == 2 || NB == 4 || NB == 8, "2, 4 or 8 tokens per X^T column");
+  if constexpr (NB == 8) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if constexpr (NB == 4) {
     *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
   } else {
     *reinterpret_cast<uint32_t*>(p) = w[0];
@@ -336,7 +338,10 @@ __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&
 }
 template <int NB>
 __device__ __forceinline__ void load_tokens(const unsigned char* p, uint32_t (&w)[NB / 2]) {
-  if constexpr (NB == 4) {
+  if constexpr (NB == 8) {
+    const uint4 r = *reinterpret_cast<const uint4*>(p);
+    w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+  } else if constexpr (NB == 4) {
     const uint2 r = *reinterpret_cast<const uint2*>(p);
     w[0] = r.x, w[1] = r.y;
   } else {
@@ -778,9 +783,8 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T>& c,
                                 Stream stream) {
-  if (nb == kRowKernelMaxTokens) {
-    return launch_row_kernel<T, LANES, PIECES, true, kRowKernelMaxTokens>(mm, c, stream);
-  }
+  if (nb == 8) return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, c, stream);
+  if (nb == 4) return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, c, stream);
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                          shared_x_override())) {
     return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream);
@@ -851,14 +855,15 @@ Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, 
   }
 }
 
-// Tokens per pass of the row kernels for N = n: 1 for N = 1, 4 for N = 2..4 on K <= 8192
-// (row_kernel_tokens); 0 when the persistent kernel runs instead (also when an experiment knob
-// asks for it). Only the row kernels take input_rms.
-int row_kernel_pass(const macko::Matrix& mm, int64_t n) {
+// Tokens per pass of the row kernels for N = n: 1, 4 or 8 (row_kernel_tokens); 0 when the
+// persistent kernel runs instead (also when an experiment knob asks for it). Only the row kernels
+// take input_rms.
+int row_kernel_pass(const macko::Matrix& mm, int64_t n, int sm_count) {
   if (mm.shape.cols > kOneTokenMaxCols || mm.shape.rows > kRowKernelMaxRows ||
       one_token_override() == OneTokenKernel::persistent)
     return 0;
-  return row_kernel_tokens(n, mm.shape.cols, few_tokens_override());
+  return row_kernel_tokens(n, mm.shape.rows, mm.shape.cols, mm.entries(), sm_count,
+                           few_tokens_override());
 }
 
 template <class T>
@@ -866,7 +871,7 @@ Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, 
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
-  if (const int nb = row_kernel_pass(mm, p.n()); nb > 0) {
+  if (const int nb = row_kernel_pass(mm, p.n(), dev.sm_count); nb > 0) {
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
     const int pieces = which == OneTokenKernel::warp
@@ -916,10 +921,17 @@ bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int r
   return !rows_are_even(rows, entries, max_row_entries);
 }
 
-int row_kernel_tokens(int64_t n, int64_t cols, int requested) {
+int row_kernel_tokens(int64_t n, int64_t rows, int64_t cols, int64_t entries, int sm_count,
+                      int requested) {
   if (n == 1) return 1;
   if (n < 1 || n > kRowKernelMaxTokens || requested == 0) return 0;
-  return cols <= kRowKernelMaxCols ? kRowKernelMaxTokens : 0;
+  if (cols > kRowKernelMaxCols) return 0;
+  if (n <= 4) return 4;
+  const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 0;
+  return rows >= kEightTokensMinRowsPerSm * std::max(sm_count, 1) &&
+                 density >= kEightTokensMinDensity
+             ? 8
+             : 0;
 }
 
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
@@ -978,7 +990,10 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
 
 bool takes_input_rms(const Weight& w, int64_t n) {
   const auto* mm = std::get_if<macko::Matrix>(&w);
-  return mm != nullptr && row_kernel_pass(*mm, n) > 0;
+  if (mm == nullptr) return false;
+  // The rule asks the SM count; without a GPU (nothing runs then) one SM.
+  const auto dev = current_device_info();
+  return row_kernel_pass(*mm, n, dev.ok() ? dev.value().sm_count : 1) > 0;
 }
 
 Status run(const Problem& p, Stream stream) {

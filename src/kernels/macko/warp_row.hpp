@@ -74,15 +74,21 @@ constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
 // Tokens per pass of the row kernels for N tokens: 1 for N = 1; 4 (X^T of K x 4 tokens in shared
-// memory) for N = 2..4 on K <= kRowKernelMaxCols; 0: the persistent kernel. Measured on the H100
-// (session 6, bench/NOTES-decode.md): at 2..4 tokens the row kernel took 11008x4096 from 41.4 /
-// 29.2 / 16.8 to 36.2 / 25.4 / 14.1 µs at 50 / 70 / 90 % and 28672x8192 from 153 / 101 / 51 to
-// 140 / 95 / 46, but lost on 4096x11008 (36.2 -> 41.2 at 50 %); at 8 tokens (16-byte X^T loads) it
-// lost or tied everywhere (4096x4096 50 %: 21.2 -> 26.9). `requested` 0 keeps the persistent
-// kernel for N > 1.
-constexpr int kRowKernelMaxTokens = 4;
+// memory) for N = 2..4 and 8 for N = 5..8 on K <= kRowKernelMaxCols; 0: the persistent kernel.
+// Measured on the H100 (session 6, bench/NOTES-decode.md): at 2..4 tokens the row kernel took
+// 11008x4096 from 41.4 / 29.2 / 16.8 to 36.2 / 25.4 / 14.1 µs at 50 / 70 / 90 % and 28672x8192
+// from 153 / 101 / 51 to 140 / 95 / 46, but lost on 4096x11008 (36.2 -> 41.2 at 50 %). 5..8 tokens
+// (session 17, once a warp ran several rows and each block's X^T copy served them all): N = 8 at
+// 50 / 70 % 0.95 / 0.96x the persistent kernel's time on 11008x4096, 0.93x on 22016x4096, 0.76 /
+// 0.77x on 28672x8192; but 1.04-1.31x on 4096x4096 (rows fill one wave: one row per warp) and
+// 1.0-1.31x at 90 %. So 8 tokens only for at least kEightTokensMinRowsPerSm rows per SM and
+// density >= kEightTokensMinDensity. `requested` 0 keeps the persistent kernel for N > 1.
+constexpr int kRowKernelMaxTokens = 8;
 constexpr int64_t kRowKernelMaxCols = 8192;
-int row_kernel_tokens(int64_t n, int64_t cols, int requested);
+constexpr int64_t kEightTokensMinRowsPerSm = 64;
+constexpr double kEightTokensMinDensity = 0.25;
+int row_kernel_tokens(int64_t n, int64_t rows, int64_t cols, int64_t entries, int sm_count,
+                      int requested);
 // Warps per row (1, 2 or 4) for the warp-per-row kernel: rows split into contiguous runs of
 // steps when the rows alone would leave most of the GPU's warp slots empty. A piece keeps at least
 // kMinEntriesPerPiece of an average row, or of the longest row when rows are uneven
