@@ -76,11 +76,12 @@ TEST(MackoWarpRow, RowPieces) {
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
 
-// More rows than the GPU's warp slots: each warp of the row kernel runs several rows
-// (rows_per_segment), reading the next row's extent and first chunk while a row decodes; every
-// other pass over the segments runs backwards. Sized from this GPU's SM count so one token takes
-// 3 rows per warp, 2..4 tokens 4 and 5..8 tokens (the 8-token instance) more; random (index order) and magnitude (row_order, longest first)
-// rows, with empty rows first, in the middle and last.
+// More rows than the GPU's warp slots: each warp of the row kernel's 2..8-token instances runs
+// several rows (rows_per_segment), reading the next row's extent and first chunk while a row
+// decodes; every other pass over the segments runs backwards. Sized from this GPU's SM count so
+// 2..4 tokens take 4 rows per warp and 5..8 tokens (the 8-token instance) more; one token runs a
+// row per warp. Random (index order) and magnitude (row_order, longest first) rows, with empty
+// rows first, in the middle and last.
 TEST(MackoWarpRow, SeveralRowsPerWarp) {
   const auto& k = test::kernel_named("macko.warp_row");
   if (!k.run) return;

@@ -366,14 +366,15 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
   const int piece = warp % PIECES;
   // A segment (a warp, half a warp, or PIECES warps for one row) runs rows_per_seg rows one after
-  // another (whole warps; half warps and pieces run one). Segment g of G takes slots g, 2G-1-g, 2G+g, ...: every other pass
+  // another (see kMultiRow). Segment g of G takes slots g, 2G-1-g, 2G+g, ...: every other pass
   // runs backwards, so with row_order (longest rows first) a segment pairs a long row with a short
   // one. The next row's extent is read when a row starts and its first chunk during the row's last
   // step, so a segment starts its next row without a DRAM round trip, and a grid of more rows than
   // warp slots is one wave of equal work instead of 1.x waves (rows_per_segment).
-  // Whole-warp segments only: half warps (32 registers) would spill the next row's state inside
-  // the step loop, and pieces meet in shared memory once per block.
-  constexpr bool kMultiRow = LANES == 32 && PIECES == 1;
+  // Whole-warp segments of 2..8 tokens only: half warps (32 registers) would spill the next
+  // row's state inside the step loop, pieces meet in shared memory once per block, and the
+  // one-token instance measured no faster alone and slower in the engine (rows_per_segment).
+  constexpr bool kMultiRow = LANES == 32 && PIECES == 1 && NB > 1;
   const int rows = kMultiRow ? rows_per_seg : 1;
   // 32-bit slot arithmetic (the host runs row kernels for m < 2^31 only): the i-th slot is the
   // previous one plus 2G-1-2g (i odd) or 2g+1 (i even), which keeps two registers per row live
@@ -410,6 +411,31 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   if constexpr (PIECES > 1) {
     st_begin = steps * piece / PIECES;
     st_end = steps * (piece + 1) / PIECES;
+  }
+  // Columns the row's entries before this piece's first step add up to (the steps' loop below
+  // gives the entries before the row's start none). Read before the wait: with a dependent launch
+  // these delta loads overlap the previous kernel (session 17 moved them after it and the 7B
+  // engine's batch-1 decode lost 5-7 %: its 4096-row weights run pieces).
+  uint32_t carry_before = 0;
+  if constexpr (PIECES > 1) {
+    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
+    // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
+    // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
+    uint32_t nibbles = 0;
+#pragma unroll 4
+    for (uint32_t t = 0; t < st_begin; ++t) {
+      const uint32_t base = wb0 + t * kStep + lane * Config::kChunk;
+      uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
+      if (base < s) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) dd = base + q < s ? dd & ~(0xFu << (4 * q)) : dd;
+      }
+      const uint32_t pairs = (dd & 0x0F0F0F0Fu) + ((dd >> 4) & 0x0F0F0F0Fu);
+      nibbles += (pairs * 0x01010101u) >> 24;
+    }
+    const uint32_t deltas_before = __reduce_add_sync(0xffffffffu, nibbles);
+    if (st_begin > 0) carry_before = st_begin * kStep - (s - wb0) + deltas_before;
   }
 
   // This lane's chunk of a step: 8 values and their 8 deltas, when the chunk starts before `end`.
@@ -498,28 +524,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       extent(slot, next_row, ns, ne);
     }
     const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
-    // Columns the row's entries before this piece's first step add up to (the steps' loop below
-    // gives the entries before the row's start none).
-    uint32_t carry = 0;
-    if constexpr (PIECES > 1) {
-      // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
-      // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
-      // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
-      uint32_t nibbles = 0;
-#pragma unroll 4
-      for (uint32_t t = 0; t < st_begin; ++t) {
-        const uint32_t base = wb0 + t * kStep + lane * Config::kChunk;
-        uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(deltas + base / 2));
-        if (base < s) {
-#pragma unroll
-          for (int q = 0; q < 8; ++q) dd = base + q < s ? dd & ~(0xFu << (4 * q)) : dd;
-        }
-        const uint32_t pairs = (dd & 0x0F0F0F0Fu) + ((dd >> 4) & 0x0F0F0F0Fu);
-        nibbles += (pairs * 0x01010101u) >> 24;
-      }
-      const uint32_t deltas_before = __reduce_add_sync(0xffffffffu, nibbles);
-      if (st_begin > 0) carry = st_begin * kStep - (s - wb0) + deltas_before;
-    }
+    // Columns the row's entries before this piece's first step add up to (pieces: worked out
+    // before the wait, above; a piece runs one row).
+    uint32_t carry = carry_before;
     float acc[NB];
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
@@ -530,8 +537,12 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
       uint4 vn = v;
       uint32_t dn = d;
-      const bool more = st + 1 < st_end;
-      load(more ? base + kStep : next_base, more ? e : ne, vn, dn);
+      if constexpr (kMultiRow) {
+        const bool more = st + 1 < st_end;
+        load(more ? base + kStep : next_base, more ? e : ne, vn, dn);
+      } else {
+        load(base + kStep, e, vn, dn);
+      }
       // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
       // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
       uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
@@ -622,7 +633,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       d = dn;
     }
     // A row whose segment ran no step (empty rows, or no row) loaded nothing for the next one.
-    if (st_begin == st_end) load(next_base, ne, v, d);
+    if constexpr (kMultiRow) {
+      if (st_begin == st_end) load(next_base, ne, v, d);
+    }
 #pragma unroll
     for (int j = 0; j < NB; ++j) {
 #pragma unroll
@@ -750,18 +763,19 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   // Blocks of this instance an SM holds at once (registers, shared memory), so the segments
   // that run at once: rows beyond them go to segments that run several rows. Asked once per
   // instance and X size (the engine's weights of one K share it).
-  static thread_local size_t asked_smem = ~size_t(0);
-  static thread_local int resident = 0;
-  if (asked_smem != smem) {
-    const cudaError_t oe =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads, smem);
-    if (oe != cudaSuccess) return oe;
-    asked_smem = smem;
+  int rows_per_seg = 1;
+  if constexpr (LANES == 32 && PIECES == 1 && NB > 1) {
+    static thread_local size_t asked_smem = ~size_t(0);
+    static thread_local int resident = 0;
+    if (asked_smem != smem) {
+      const cudaError_t oe =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kThreads, smem);
+      if (oe != cudaSuccess) return oe;
+      asked_smem = smem;
+    }
+    const int64_t resident_segs = int64_t(std::max(resident, 1)) * c.sm_count * segs_per_block;
+    rows_per_seg = rows_per_segment(m, resident_segs, rows_per_segment_override());
   }
-  const int64_t resident_segs = int64_t(std::max(resident, 1)) * c.sm_count * segs_per_block;
-  const int rows_per_seg = LANES == 32 && PIECES == 1
-                               ? rows_per_segment(m, resident_segs, rows_per_segment_override())
-                               : 1;
   const int64_t segs = (m + rows_per_seg - 1) / rows_per_seg;
   const unsigned blocks =
       unsigned(std::max<int64_t>(1, (segs + segs_per_block - 1) / segs_per_block));
