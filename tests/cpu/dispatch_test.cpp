@@ -4,7 +4,9 @@
 #include <string>
 
 #include "dispatch/choose.hpp"
+#include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/macko/warp_row.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/matmul.hpp"
 #include "sparrow/patterns.hpp"
@@ -102,10 +104,13 @@ TEST(Dispatch, WorkspaceKernelsOnlyWithEnoughWorkspace) {
 }
 
 // matmul_takes_input_rms answers for the kernel matmul would run (no GPU needed): dense.gemv and
-// tca_bme.decode everywhere they are chosen, macko.warp_row at N = 1..4 on K <= 8192, nothing
-// else.
+// tca_bme.decode everywhere they are chosen, macko.warp_row where it runs its row kernels (N = 1..4
+// on K <= 8192, and N = 5..8 for weights with >= 64 rows per SM: without a GPU the rule counts
+// one SM), nothing else.
 TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 4);
+  const auto dev = kernels::current_device_info();
+  const int sm_count = dev.ok() ? dev.value().sm_count : 1;
   for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl}) {
     auto w = encode(f, h.view());
     ASSERT_TRUE(w.ok());
@@ -113,8 +118,12 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
       const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0);
       ASSERT_NE(k, nullptr);
       const std::string name = k->name;
-      const bool expected = name == "dense.gemv" || name == "tca_bme.decode" ||
-                            (name == "macko.warp_row" && n <= 4);
+      const bool expected =
+          name == "dense.gemv" || name == "tca_bme.decode" ||
+          (name == "macko.warp_row" &&
+           kernels::macko_warp_row::row_kernel_tokens(n, h.rows(), h.cols(),
+                                                      std::get<macko::Matrix>(w.value()).entries(),
+                                                      sm_count, -1) > 0);
       EXPECT_EQ(matmul_takes_input_rms(w.value(), n), expected)
           << format_name(f) << " N=" << n << " (" << name << ")";
     }
@@ -125,8 +134,8 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   ASSERT_TRUE(d.ok() && m.ok());
   EXPECT_TRUE(matmul_takes_input_rms(d.value(), 1));
   EXPECT_TRUE(matmul_takes_input_rms(m.value(), 1));
-  // The persistent macko kernel (N > 4) does not take it.
-  EXPECT_FALSE(matmul_takes_input_rms(m.value(), 8));
+  // The persistent macko kernel (N > 8 here) does not take it.
+  EXPECT_FALSE(matmul_takes_input_rms(m.value(), 16));
 }
 
 // The shipped table leaves tca_bme.mma out at N <= 8 (make_rule_table.py --leave-out: the 7B
