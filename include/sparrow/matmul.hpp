@@ -43,7 +43,9 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
 
 // Whether the kernel matmul would run for this weight at N = n with these options takes
 // MatmulOptions::input_rms (host-side, no GPU needed): dense.gemv, tca_bme.decode, and
-// macko.warp_row where it runs its row kernels (N = 1, and 2..4 on K <= 8192).
+// macko.warp_row where it runs its row kernels (N = 1; 2..4 on K <= 8192; 5..8 there too for
+// weights with >= 64 rows per SM at density >= 0.25, the SM count of the current GPU, or one
+// without a GPU).
 bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt = {});
 
 }  // namespace sparrow
