@@ -414,8 +414,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   }
   // Columns the row's entries before this piece's first step add up to (the steps' loop below
   // gives the entries before the row's start none). Read before the wait: with a dependent launch
-  // these delta loads overlap the previous kernel (session 17 moved them after it and the 7B
-  // engine's batch-1 decode lost 5-7 %: its 4096-row weights run pieces).
+  // these delta loads overlap the previous kernel (a build that read them after it cost the 7B
+  // engine's batch-1 decode ~1 µs per launch of its 4096-row weights, which run pieces; sparrow
+  // bench does not launch dependently and did not show it).
   uint32_t carry_before = 0;
   if constexpr (PIECES > 1) {
     const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
