@@ -254,6 +254,10 @@ int run_bench(const BenchOptions& opt) {
                    std::to_string(opt.reps) +
                    " (median of replays; one replay = a CUDA graph of calls rotating over weight "
                    "copies > 3x L2; us is per call)");
+  if (opt.dependent_launch) {
+    header.push_back("dependent launch: on (sparrow's kernels only; cuBLAS, cuSPARSE and "
+                     "stream_read launch as usual)");
+  }
   for (const auto& h : header) std::printf("# %s\n", h.c_str());
   std::printf("# columns: us = median per call; GB/s = (weight + X + Y bytes) / us; %%floor = "
               "(bytes / read bandwidth) / us; xcuBLAS = cuBLAS us / us; error = |y-ref|/|ref|; "
@@ -406,6 +410,7 @@ int run_bench(const BenchOptions& opt) {
         MatmulOptions mopt;
         mopt.workspace = ws_mem.value().get();
         mopt.workspace_bytes = ws_bytes;
+        mopt.dependent_launch = opt.dependent_launch;
 
         for (size_t ni = 0; ni < opt.ns.size(); ++ni) {
           const int64_t n = opt.ns[ni];

@@ -21,6 +21,11 @@ struct BenchOptions {
   int reps = 50;
   double row_budget_s = 0.1;   // timed replays per row beyond this only for fast rows (timing.hpp)
   uint64_t seed = 1;
+  // Sparse and dense kernels launched with MatmulOptions::dependent_launch, as the engine's decode
+  // step launches them: each call in a replay may start while the previous one finishes, so work a
+  // kernel does before its wait (weight loads) overlaps the previous call. cuBLAS, cuSPARSE and
+  // the streaming read have no dependent launch: compare their rows with a run without it.
+  bool dependent_launch = false;
   std::string json_path, csv_path;
   std::string command_line;
 };

@@ -36,3 +36,17 @@ TEST(BenchCli, RunsOrSaysThereIsNoGpu) {
     EXPECT_NE(r.out.find("dense.cublas"), std::string::npos) << r.out;
   }
 }
+
+// --dependent-launch: on a GPU the header says so and the rows still pass the reference check;
+// without one the flag is accepted and the run ends with exit 3 like any other.
+TEST(BenchCli, DependentLaunchIsSaidInTheHeader) {
+  CliRun r = run_cli(
+      "bench --shapes 64x64 --n 1 --sparsity 0.5 --formats dense,macko --reps 3 --dependent-launch");
+  if (r.code == 3) {
+    EXPECT_NE(r.out.find("no usable CUDA GPU"), std::string::npos) << r.out;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("# dependent launch: on"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("macko.warp_row"), std::string::npos) << r.out;
+  }
+}

@@ -21,6 +21,7 @@ struct BenchArgs {
   std::string dtype = "fp16";
   int reps = 50;
   uint64_t seed = 1;
+  bool dependent_launch = false;
   std::string json, csv;
 };
 
@@ -68,6 +69,7 @@ int run(const BenchArgs& a) {
   if (a.reps < 1) return bad("--reps must be >= 1 (the protocol asks for >= 50)");
   o.reps = a.reps;
   o.seed = a.seed;
+  o.dependent_launch = a.dependent_launch;
   o.formats = a.formats;
   o.json_path = a.json;
   o.csv_path = a.csv;
@@ -98,6 +100,10 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--reps", args->reps, "timed replays per row (median; protocol: >= 50)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "weight and activation generator seed")->capture_default_str();
+  cmd->add_flag("--dependent-launch", args->dependent_launch,
+                "launch sparrow's kernels with programmatic dependent launch, as the engine does "
+                "(each call may start while the previous one finishes; cuBLAS and cuSPARSE rows "
+                "launch as usual)");
   cmd->add_option("--json", args->json, "write every row and the header as JSON to this file");
   cmd->add_option("--csv", args->csv, "write every row as CSV (header as # lines) to this file");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
