@@ -26,6 +26,11 @@ using namespace decode;
 
 namespace {
 
+// The first 8-aligned entry (a lane chunk's start) at or before entry i.
+__device__ __forceinline__ uint32_t chunk_floor(uint32_t i) {
+  return i & ~uint32_t(Config::kChunk - 1);
+}
+
 // X^T slot of column c. A lane's entries sit ~1/density columns after the previous lane's, so
 // with a plain layout the 32 lanes' shared loads fall into the same few banks (at 50 % density and
 // 8 tokens, 16 columns x 16 B = 256 B apart: all in one 16-byte bank group). XOR-ing the bits that
@@ -227,7 +232,7 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
     // of up to 1024 entries costs one memory round trip.
     constexpr int U = Config::kStepsInFlight;
     constexpr uint32_t kStep = 32 * Config::kChunk;
-    for (uint32_t wb = s & ~uint32_t(Config::kChunk - 1); wb < e; wb += U * kStep) {
+    for (uint32_t wb = chunk_floor(s); wb < e; wb += U * kStep) {
       uint4 vs[U];
       uint32_t ds[U];
 #pragma unroll
@@ -303,6 +308,13 @@ struct RowKernelShape {
   static constexpr int min_blocks_per_sm(int lanes, int pieces) {
     return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) : 1;
   }
+  // Whether a segment of the instance runs several rows (rows_per_segment): whole warps of 2..8
+  // tokens only. Half warps (32 registers) would spill the next row's state inside the step loop,
+  // pieces meet in shared memory once per block, and the one-token instance measured no faster
+  // alone and slower in the engine.
+  static constexpr bool several_rows(int lanes, int pieces) {
+    return NB > 1 && lanes == 32 && pieces == 1;
+  }
 };
 
 // A 16-bit element of shared memory (byte address `addr`) as T.
@@ -366,15 +378,12 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
   const int piece = warp % PIECES;
   // A segment (a warp, half a warp, or PIECES warps for one row) runs rows_per_seg rows one after
-  // another (see kMultiRow). Segment g of G takes slots g, 2G-1-g, 2G+g, ...: every other pass
-  // runs backwards, so with row_order (longest rows first) a segment pairs a long row with a short
-  // one. The next row's extent is read when a row starts and its first chunk during the row's last
-  // step, so a segment starts its next row without a DRAM round trip, and a grid of more rows than
-  // warp slots is one wave of equal work instead of 1.x waves (rows_per_segment).
-  // Whole-warp segments of 2..8 tokens only: half warps (32 registers) would spill the next
-  // row's state inside the step loop, pieces meet in shared memory once per block, and the
-  // one-token instance measured no faster alone and slower in the engine (rows_per_segment).
-  constexpr bool kMultiRow = LANES == 32 && PIECES == 1 && NB > 1;
+  // another (only where RowKernelShape::several_rows; else one). Segment g of G takes slots g,
+  // 2G-1-g, 2G+g, ...: every other pass runs backwards, so with row_order (longest rows first) a
+  // segment pairs a long row with a short one. The next row's extent is read when a row starts
+  // and its first chunk during the row's last step, so a segment starts its next row without a
+  // DRAM round trip (rows_per_segment).
+  constexpr bool kMultiRow = RowKernelShape<NB>::several_rows(LANES, PIECES);
   const int rows = kMultiRow ? rows_per_seg : 1;
   // 32-bit slot arithmetic (the host runs row kernels for m < 2^31 only): the i-th slot is the
   // previous one plus 2G-1-2g (i odd) or 2g+1 (i even), which keeps two registers per row live
@@ -399,7 +408,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // Steps of the row starting at entry s and ending at e. Shuffles below use the whole warp, so
   // every segment runs the warp's largest step count.
   auto row_steps = [&](uint32_t s, uint32_t e) {
-    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    const uint32_t wb0 = chunk_floor(s);
     uint32_t steps = e > wb0 ? (e - wb0 + kStep - 1) / kStep : 0u;
     if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
     return steps;
@@ -419,7 +428,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // bench does not launch dependently and did not show it).
   uint32_t carry_before = 0;
   if constexpr (PIECES > 1) {
-    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    const uint32_t wb0 = chunk_floor(s);
     // Column count before step st_begin: one per entry of the row (the steps hold s - wb0
     // entries before the start) plus their deltas. Lane l's word of step t holds the deltas of
     // entries wb0 + 256 t + 8 l ..+7, all before e (t < st_begin < steps).
@@ -450,7 +459,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   };
   uint4 v = make_uint4(0, 0, 0, 0);
   uint32_t d = 0;
-  load((s & ~uint32_t(Config::kChunk - 1)) + st_begin * kStep + sl * Config::kChunk, e, v, d);
+  load(chunk_floor(s) + st_begin * kStep + sl * Config::kChunk, e, v, d);
   // Everything above reads the weight only: with a dependent launch it overlaps the previous
   // kernel. X and Y are touched after it has finished.
   wait_for_previous();
@@ -524,7 +533,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       slot_step = 2 * segs - slot_step;
       extent(slot, next_row, ns, ne);
     }
-    const uint32_t wb0 = s & ~uint32_t(Config::kChunk - 1);
+    const uint32_t wb0 = chunk_floor(s);
     // Columns the row's entries before this piece's first step add up to (pieces: worked out
     // before the wait, above; a piece runs one row).
     uint32_t carry = carry_before;
@@ -533,7 +542,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
     for (int j = 0; j < NB; ++j) acc[j] = 0.f;
     // One step ahead: the next chunk is in flight while a step decodes; during the last step,
     // the next row's first chunk.
-    const uint32_t next_base = (ns & ~uint32_t(Config::kChunk - 1)) + sl * Config::kChunk;
+    const uint32_t next_base = chunk_floor(ns) + sl * Config::kChunk;
     uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
     for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
       uint4 vn = v;
@@ -659,7 +668,6 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       for (int q = 1; q < PIECES; ++q) sum += piece_sum[warp + q][lane];
       if constexpr (RMS) sum *= out_scale(lane);
       store_output(y + int64_t(lane) * ldy + row, sum, bias, row, accumulate);
-      return;
     } else {
       // Lane j of the row's segment writes token j (every lane holds every sum after the xor).
       float mine = 0.f;
@@ -765,7 +773,7 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   // that run at once: rows beyond them go to segments that run several rows. Asked once per
   // instance and X size (the engine's weights of one K share it).
   int rows_per_seg = 1;
-  if constexpr (LANES == 32 && PIECES == 1 && NB > 1) {
+  if constexpr (RowKernelShape<NB>::several_rows(LANES, PIECES)) {
     static thread_local size_t asked_smem = ~size_t(0);
     static thread_local int resident = 0;
     if (asked_smem != smem) {
