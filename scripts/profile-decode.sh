@@ -23,6 +23,8 @@ ENTRIES=(
   "csr|csr_kernel|--formats csr.vector --n 1 --sparsity 0.5"
   "tca1|tca_one_token_kernel|--formats tca_bme.decode --n 1 --sparsity 0.5"
   "tca8|spmm_kernel|--formats tca_bme.mma --n 8 --sparsity 0.5"
+  "tca8s90|spmm_kernel|--formats tca_bme.mma --n 8 --sparsity 0.9"
+  "tca32|spmm_kernel|--formats tca_bme.mma --n 32 --sparsity 0.5"
   "tcastream|tca_decode_kernel|--formats tca_bme.decode --n 2 --sparsity 0.5"
   "macko8|macko_kernel|--formats macko.warp_row --n 8 --sparsity 0.5"
   "gemv|gemv_kernel|--formats dense.gemv --n 1 --sparsity 0.5"
