@@ -104,6 +104,15 @@ __device__ __forceinline__ void write_warp_records(const uint4* bitmaps, uint32_
 // or not). Tile tk: bitmaps 2 pair (rows 0-7) and 2 pair + 1 (rows 8-15) of the lane's column
 // half, one 16-byte record load. nibble_permute(ld[tk][0], a0a1, a4a5) and
 // nibble_permute(ld[tk][1], a2a3, a6a7) then give the fragment registers.
+//
+// Bank conflicts: one load instruction of ld[tk][0] reads bitmap 4 tk (lanes of pair 0) and
+// 4 tk + 2 (pair 1). A tile's four bitmaps have consecutive values, so at density d the two
+// ranges start 256 d bytes apart, the same banks at d = 0.5: from d ~ 0.4 the value loads average
+// 2 wavefronts (scripts/tca_bank_conflicts.py). ncu (H100, session 20, tca_bme.mma, N = 8, 50 %)
+// measured 2.0-way conflicts on all shared loads and the L1/shared pipe busy 83-97 % of the
+// active cycles: it, not the chains' latency, bounds these kernels at that density. Reading
+// rows 8-15 first on the lanes of pair 1 halves the conflict at d = 0.5 but creates one at 0.3
+// (measured both ways: bench/NOTES-tc.md, session 20).
 __device__ __forceinline__ void warp_tile_loads(const uint4* my_rec, const NibbleLane& nl,
                                                 const uint2* lut, NibbleLoads (&ld)[4][2]) {
 #pragma unroll

@@ -6,8 +6,10 @@
 //   1. cp.async pipeline (STAGES deep): the group's 64 bitmaps (512 B), the X tile (BLK_N, 64)
 //      and its values (compressed) go to shared memory; nothing is expanded. A stage holds as
 //      many values as the weight's largest group (max_group_values), not the 4096 of a dense
-//      group: the kernel is latency-bound, so the blocks per SM that shared memory allows are
-//      its speed (at 50 % a stage's values take ~4.4 KB instead of 8 KB).
+//      group: at 50 % a stage's values take ~4.4 KB instead of 8 KB, and the blocks per SM that
+//      shared memory then allows paid on the many-row shapes (H100, session 14). More warps per
+//      SM did not pay on the 4096-row ones (session 20): there the shared-memory pipe is the
+//      bound (nibble_decode.cuh, warp_tile_loads).
 //   2. Each warp builds the records {32-bit half, address of its first value} of its own 16
 //      bitmaps with one warp scan of the group's popcounts, then decodes its A fragments of
 //      mma.m16n8k16 from them in nibble order (fragment.hpp, nibble_decode.cuh): A and B number a
