@@ -3,15 +3,18 @@
 
 For every benchmarked problem (shape, N, sparsity) of the given `sparrow bench` CSVs it replays
 the dispatcher's lookup (scripts/make_rule_table.py cells, nearest N within 2x, nearest sparsity
-within 0.1) and reports:
+within 0.1, then the nearest benchmarked shape with rows within 2x and columns within sqrt(2),
+else the medians over shapes; src/dispatch/rule_table.cpp) and reports:
   * kernel choice: the picked kernel of each format vs that format's fastest kernel on this
     shape (within 5 % counts as right);
   * format choice: pick_format's format (dense unless a sparse kernel's cell is > 1x cuBLAS) vs
     the fastest of all candidates on this shape.
-With the table generated from the same CSVs this is an in-sample check: it shows how much a
-per-(format, N, sparsity) table loses by ignoring the shape.
+With the table generated from the same CSVs this is an in-sample check; against a run the table
+was not made from (another session's run of the same shapes) it measures how well the choices
+carry over between runs. --medians replays the lookup without shapes (every query takes the
+medians over shapes), as tables before session 20 did.
 
-usage: scripts/check_dispatch.py TABLE.inc FILE.csv [FILE.csv ...]
+usage: scripts/check_dispatch.py [--medians] TABLE.inc FILE.csv [FILE.csv ...]
 """
 import csv
 import math
@@ -20,16 +23,28 @@ import sys
 from collections import defaultdict
 
 
+MAX_ROWS_LOG2, MAX_COLS_LOG2 = 1.0, 0.5  # rule_table.cpp's kMaxRowsLog2, kMaxColsLog2
+
+
 def load_cells(path):
+    """(format, kernel, n, sparsity, speedup, rows, cols); rows = cols = 0: the median over shapes."""
     cells = []
     for line in open(path):
-        m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), ([\d.]+), (\d+)\},', line)
+        m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), (\d+), (\d+), ([\d.]+), (\d+)\},',
+                     line)
         if m:
-            cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[5])))
+            cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[7]), int(m[5]), int(m[6])))
     return cells
 
 
-def pick_kernel(cells, fmt, n, s):
+def shape_distance(c, rows, cols):
+    if c[5] <= 0 or rows <= 0:
+        return None
+    dr, dc = abs(math.log2(rows / c[5])), abs(math.log2(cols / c[6]))
+    return None if dr > MAX_ROWS_LOG2 or dc > MAX_COLS_LOG2 else dr + dc
+
+
+def pick_kernel(cells, fmt, n, s, rows=0, cols=0):
     own = [c for c in cells if c[0] == fmt]
     if not own:
         return None, 0.0
@@ -41,14 +56,21 @@ def pick_kernel(cells, fmt, n, s):
     ds = min(abs(c[3] - s) for c in at_n)
     if ds > 0.1:
         return None, 0.0
-    c = max((c for c in at_n if abs(c[3] - s) == ds), key=lambda c: c[4])
+    here = [c for c in at_n if abs(c[3] - s) == ds]
+    near = [(shape_distance(c, rows, cols), c[5], c[6]) for c in here]
+    near = [x for x in near if x[0] is not None]
+    shape = min(near)[1:] if near else (0, 0)
+    c = max((c for c in here if (c[5], c[6]) == shape), key=lambda c: c[4])
     return c[1], c[4]
 
 
 def main():
-    cells = load_cells(sys.argv[1])
+    args = sys.argv[1:]
+    medians = "--medians" in args
+    args = [a for a in args if a != "--medians"]
+    cells = load_cells(args[0])
     rows = defaultdict(list)
-    for path in sys.argv[2:]:
+    for path in args[1:]:
         lines = [l for l in open(path) if not l.startswith("#")]
         for r in csv.DictReader(lines):
             if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith(("cusparse", "matmul")):
@@ -58,10 +80,16 @@ def main():
     misses = []
     for key, rs in sorted(rows.items()):
         shape, n, s, pattern = key
+        m, k = (0, 0) if medians else (int(rs[0]["M"]), int(rs[0]["K"]))
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
-            kname, _ = pick_kernel(cells, fmt, n, s)
+            if fmt == "dense":
+                # A dense weight's density 1 is no measured sparsity: the registry's N ranges
+                # choose (kernels/registry.cpp: dense.gemv up to N = 8).
+                kname = "dense.gemv" if n <= 8 else "dense.cublas"
+            else:
+                kname, _ = pick_kernel(cells, fmt, n, s, m, k)
             if kname is None or kname not in own or len(own) < 2:
                 continue
             k_total += 1
@@ -71,10 +99,11 @@ def main():
                 misses.append(f"kernel {key} {fmt}: picked {kname} {own[kname]:.1f} us, best {min(own, key=own.get)} {min(own.values()):.1f} us")
         best_fmt, best_sp = "dense", 1.0
         for fmt in ("csr", "macko", "tca_bme", "tiled_csl"):
-            kname, sp = pick_kernel(cells, fmt, n, s)
+            kname, sp = pick_kernel(cells, fmt, n, s, m, k)
             if kname and sp > best_sp:
                 best_fmt, best_sp, best_k = fmt, sp, kname
-        chosen = "dense.cublas" if best_fmt == "dense" else best_k
+        # A layer stored dense runs what matmul picks for dense weights (above).
+        chosen = ("dense.gemv" if n <= 8 else "dense.cublas") if best_fmt == "dense" else best_k
         if chosen in us:
             f_total += 1
             if us[chosen] <= 1.05 * min(us.values()):

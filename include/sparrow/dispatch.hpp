@@ -19,10 +19,12 @@ struct KernelPick {
   std::string reason;
 };
 
-// The kernel matmul runs for a weight of format `f` and this density at N tokens, given a
-// workspace large enough for every kernel (matmul skips kernels whose workspace it was not given).
-// Fails with unsupported when the build has no GPU kernel for the format.
-Result<KernelPick> pick_kernel(Format f, double density, int64_t n);
+// The kernel matmul runs for a weight of format `f`, this density and shape (rows x cols; 0 x 0:
+// unknown, the medians over the benchmarked shapes) at N tokens, given a workspace large enough
+// for every kernel (matmul skips kernels whose workspace it was not given). Fails with
+// unsupported when the build has no GPU kernel for the format.
+Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows = 0,
+                               int64_t cols = 0);
 
 struct FormatPick {
   Format format = Format::dense;
@@ -31,9 +33,11 @@ struct FormatPick {
   std::string reason;
 };
 
-// Plan time: the format whose measured kernel is fastest for a layer of this density at N tokens;
-// dense (cuBLAS) whenever no sparse format was measured faster. `allow_nm` when the layer is N:M.
-FormatPick pick_format(double density, int64_t n, bool allow_nm = false);
+// Plan time: the format whose measured kernel is fastest for a layer of this density and shape
+// (rows x cols, as pick_kernel) at N tokens; dense (cuBLAS) whenever no sparse format was measured
+// faster. `allow_nm` when the layer is N:M.
+FormatPick pick_format(double density, int64_t n, bool allow_nm = false, int64_t rows = 0,
+                       int64_t cols = 0);
 
 // The GPU and date the shipped table was measured on.
 const char* rule_table_gpu();

@@ -1,7 +1,13 @@
-// The rule table: measured speedups vs cuBLAS per (format, kernel, N, sparsity) cell, and the
-// lookups matmul and planning use. A cell applies to a query when its N is within a factor of 2
-// (log-nearest) and its sparsity is the nearest measured one, at most 0.1 away; outside measured N the kernel's
-// declared N range decides, and the reason says so.
+// The rule table: measured speedups vs cuBLAS per (format, kernel, N, sparsity, shape) cell, and
+// the lookups matmul and planning use. A cell applies to a query when its N is within a factor of 2
+// (log-nearest) and its sparsity is the nearest measured one, at most 0.1 away; outside measured N
+// the kernel's declared N range decides, and the reason says so. Among those cells a weight near a
+// benchmarked shape (rows within 2x, columns within sqrt(2)) takes the nearest such shape's cells,
+// any other weight (or a query without a shape) the medians over the benchmarked shapes: which
+// kernel wins depends on the shape (dense.gemv beats cuBLAS on 4096 x 4096 and loses on
+// 28672 x 8192 at N = 1; tca_bme.wgmma beats tca_bme.mma at N = 32 on 4096 x 11008 only), and the
+// medians picked a kernel more than 5 % slower than the best on 7-12 % of the benchmarked rows
+// (session 20, scripts/check_dispatch.py).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -20,12 +26,28 @@ struct Cell {
   const char* kernel;
   int64_t n;
   double sparsity;
-  double speedup;  // median over shapes
-  int shapes;
+  int64_t rows, cols;  // the benchmarked shape; 0, 0: the median over shapes
+  double speedup;
+  int shapes;  // shapes behind the value
 };
 
 // A cell speaks for sparsities within this distance of its own (cells are 0.2 apart).
 constexpr double kMaxSparsityDistance = 0.1;
+// A shape's cells speak for weights with rows within 2x and columns within sqrt(2) of it (log2
+// distances): the 7B's fused 12288- and 22016-row projections take 11008 x 4096's cells, a
+// 32000 x 4096 lm_head none (the medians).
+constexpr double kMaxRowsLog2 = 1.0;
+constexpr double kMaxColsLog2 = 0.5;
+
+// log2 distance of a weight's shape to a cell's, or a negative value when the cell's shape does
+// not speak for it (or is the over-shapes median, or the weight's shape is unknown).
+double shape_distance(const Cell& c, int64_t rows, int64_t cols) {
+  if (c.rows <= 0 || rows <= 0 || cols <= 0) return -1.0;
+  const double dr = std::fabs(std::log2(double(rows) / double(c.rows)));
+  const double dc = std::fabs(std::log2(double(cols) / double(c.cols)));
+  if (dr > kMaxRowsLog2 || dc > kMaxColsLog2) return -1.0;
+  return dr + dc;
+}
 
 const Cell kCells[] = {
 #include "dispatch/rule_table_data.inc"
@@ -46,11 +68,13 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
   return workspace_bytes > 0 && kernels::workspace_need(k, *w).full <= workspace_bytes;
 }
 
-// The fastest measured cell for (format, n, sparsity) among usable kernels in this build: the
-// log-nearest measured N within 2x, then the nearest measured sparsity. Null when nothing close was
-// measured. No allocation: matmul calls this on every launch.
-const Cell* best_cell(Format f, double sparsity, int64_t n, const Weight* w = nullptr,
-                      size_t workspace_bytes = 0) {
+// The fastest measured cell for (format, n, sparsity, shape) among usable kernels in this build:
+// the log-nearest measured N within 2x, then the nearest measured sparsity, then the nearest
+// benchmarked shape that speaks for rows x cols (else the medians over shapes; also when none of
+// that shape's kernels is usable here). Null when nothing close was measured. No allocation:
+// matmul calls this on every launch.
+const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
+                      const Weight* w = nullptr, size_t workspace_bytes = 0) {
   double best_dn = 1e9;
   int64_t best_n = -1;
   for (const Cell& c : kCells) {
@@ -64,15 +88,30 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, const Weight* w = nu
     if (c.format == f && c.n == best_n) best_ds = std::fmin(best_ds, std::fabs(c.sparsity - sparsity));
   }
   if (best_ds > kMaxSparsityDistance) return nullptr;  // never extrapolate far in sparsity
-  const Cell* best = nullptr;
+  auto here = [&](const Cell& c) {
+    return c.format == f && c.n == best_n && std::fabs(c.sparsity - sparsity) == best_ds;
+  };
+  // The nearest benchmarked shape that speaks for this weight (0 x 0: none, the medians).
+  int64_t shape_rows = 0, shape_cols = 0;
+  double best_dist = 1e9;
   for (const Cell& c : kCells) {
-    if (c.format != f || c.n != best_n || std::fabs(c.sparsity - sparsity) != best_ds) continue;
-    const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
-    if (k == nullptr) continue;  // measured, not in this build
-    if (!usable(*k, w, workspace_bytes)) continue;
-    if (!best || c.speedup > best->speedup) best = &c;
+    if (!here(c)) continue;
+    const double d = shape_distance(c, rows, cols);
+    if (d >= 0.0 && d < best_dist) best_dist = d, shape_rows = c.rows, shape_cols = c.cols;
   }
-  return best;
+  auto fastest = [&](int64_t r, int64_t k_cols) {
+    const Cell* best = nullptr;
+    for (const Cell& c : kCells) {
+      if (!here(c) || c.rows != r || c.cols != k_cols) continue;
+      const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
+      if (k == nullptr) continue;  // measured, not in this build
+      if (!usable(*k, w, workspace_bytes)) continue;
+      if (!best || c.speedup > best->speedup) best = &c;
+    }
+    return best;
+  };
+  const Cell* best = shape_rows > 0 ? fastest(shape_rows, shape_cols) : nullptr;
+  return best ? best : fastest(0, 0);
 }
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
@@ -112,19 +151,22 @@ double density_of(const Weight& w) {
 
 const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes) {
   const Format f = format_of(w);
-  if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, &w, workspace_bytes))
+  const Shape& s = shape_of(w);
+  if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, s.rows, s.cols, &w, workspace_bytes))
     return kernels::find_kernel(c->kernel);
   return fallback_kernel(f, n, &w, workspace_bytes);
 }
 
-Result<KernelPick> pick_kernel(Format f, double density, int64_t n) {
+Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows, int64_t cols) {
   KernelPick pick;
-  if (const Cell* c = best_cell(f, 1.0 - density, n)) {
+  if (const Cell* c = best_cell(f, 1.0 - density, n, rows, cols)) {
     pick.kernel = c->kernel;
     pick.measured_speedup = c->speedup;
     pick.reason = "fastest measured " + std::string(format_name(f)) + " kernel near N=" +
-                  std::to_string(c->n) + ", sparsity " + fmt("%.2f", c->sparsity) + ": " +
-                  fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu();
+                  std::to_string(c->n) + ", sparsity " + fmt("%.2f", c->sparsity) +
+                  (c->rows > 0 ? ", on " + std::to_string(c->rows) + "x" + std::to_string(c->cols)
+                               : ", median over " + std::to_string(c->shapes) + " shapes") +
+                  ": " + fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu();
     return pick;
   }
   const kernels::KernelInfo* k = fallback_kernel(f, n);
@@ -141,7 +183,7 @@ Result<KernelPick> pick_kernel(Format f, double density, int64_t n) {
   return pick;
 }
 
-FormatPick pick_format(double density, int64_t n, bool allow_nm) {
+FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, int64_t cols) {
   FormatPick out;
   out.kernel = "dense.cublas";
   const Format sparse[] = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl,
@@ -150,7 +192,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm) {
   std::string best_name;
   for (Format f : sparse) {
     if (f == Format::nm && !allow_nm) continue;
-    auto k = pick_kernel(f, density, n);
+    auto k = pick_kernel(f, density, n, rows, cols);
     if (!k.ok() || k->measured_speedup <= 0.0) continue;
     if (k->measured_speedup > best) {
       best = k->measured_speedup;

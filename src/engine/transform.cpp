@@ -40,8 +40,11 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
   if (format == "auto") {
     f = auto_format(1.0 - prune::zero_fraction(pruned.view()), need_gpu_kernel);
   } else if (format == "fastest") {
-    // The rule table's choice for decode (N = 1): dense wherever no sparse kernel measured faster.
-    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), 1).format;
+    // The rule table's choice for decode (N = 1) at this layer's shape: dense wherever no sparse
+    // kernel measured faster.
+    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), 1, false, pruned.rows(),
+                    pruned.cols())
+            .format;
   } else {
     auto parsed = parse_format(format);
     if (!parsed) {

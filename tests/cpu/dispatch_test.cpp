@@ -62,6 +62,61 @@ TEST(Dispatch, PicksASparseFormatWhereTheTableSaysItWins) {
   EXPECT_NE(p.reason.find(rule_table_gpu()), std::string::npos) << p.reason;
 }
 
+// A weight at or near a benchmarked shape (rows within 2x, columns within sqrt(2)) takes that
+// shape's cells; any other weight, or a query without a shape, the medians over shapes. The
+// reason names which. The shipped table was benchmarked on 4096x4096, 11008x4096, 4096x11008 and
+// 28672x8192. (Dense weights never consult the table: density 1 is no measured sparsity, so the
+// registry's N ranges choose dense.gemv or dense.cublas.)
+TEST(Dispatch, ABenchmarkedShapeTakesItsOwnCells) {
+  auto reason = [](int64_t rows, int64_t cols) {
+    auto k = pick_kernel(Format::tca_bme, 0.5, 32, rows, cols);
+    EXPECT_TRUE(k.ok());
+    return k.ok() ? k->reason : std::string();
+  };
+  EXPECT_NE(reason(4096, 4096).find("on 4096x4096"), std::string::npos) << reason(4096, 4096);
+  EXPECT_NE(reason(28672, 8192).find("on 28672x8192"), std::string::npos);
+  // The 7B's fused q/k/v (12288 rows) and gate/up (22016 rows) take 11008x4096's cells.
+  EXPECT_NE(reason(12288, 4096).find("on 11008x4096"), std::string::npos) << reason(12288, 4096);
+  EXPECT_NE(reason(22016, 4096).find("on 11008x4096"), std::string::npos) << reason(22016, 4096);
+  // Too far from every benchmarked shape (the lm_head's 32000x4096: 2.9x 11008's rows, half
+  // 28672x8192's columns), no shape, or a small weight: the medians.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{32000, 4096}, {0, 0}, {300, 200}}) {
+    EXPECT_NE(reason(rows, cols).find("median over"), std::string::npos)
+        << rows << "x" << cols << ": " << reason(rows, cols);
+  }
+  // pick_kernel without a shape is the medians' pick.
+  auto any = pick_kernel(Format::macko, 0.3, 1);
+  ASSERT_TRUE(any.ok());
+  EXPECT_NE(any->reason.find("median over"), std::string::npos) << any->reason;
+}
+
+// matmul's own choice uses the weight's shape: a weight near a benchmarked shape runs the kernel
+// pick_kernel names for that shape.
+TEST(Dispatch, MatmulChoosesByTheWeightsShape) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2900}, {150, 90}}) {
+    const HostMatrix h = patterns::random(DType::fp16, rows, cols, 0.5, 7);
+    auto w = encode(Format::tca_bme, h.view());
+    ASSERT_TRUE(w.ok());
+    for (int64_t n : {1, 4, 16, 32, 64, 128}) {
+      auto pick = pick_kernel(Format::tca_bme, density_of(w.value()), n, rows, cols);
+      ASSERT_TRUE(pick.ok());
+      const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0);
+      ASSERT_NE(k, nullptr);
+      // pick_kernel names the measured kernel whatever the GPU; matmul runs it where it can
+      // (tca_bme.wgmma needs compute capability 9.0: without a GPU it takes the next one).
+      const kernels::KernelInfo* picked = kernels::find_kernel(pick->kernel.c_str());
+      ASSERT_NE(picked, nullptr) << pick->kernel;
+      if (kernels::available_here(*picked)) {
+        EXPECT_EQ(std::string(k->name), pick->kernel) << rows << "x" << cols << " N=" << n;
+      }
+    }
+  }
+  // 2048x2900 lies within 2x rows and sqrt(2) columns of 4096x4096.
+  auto near = pick_kernel(Format::tca_bme, 0.5, 32, 2048, 2900);
+  ASSERT_TRUE(near.ok());
+  EXPECT_NE(near->reason.find("on 4096x4096"), std::string::npos) << near->reason;
+}
+
 TEST(Dispatch, DensityOfEachFormat) {
   HostMatrix w = patterns::nm_pattern(DType::fp16, 64, 64, {2, 4, 1}, 0.0, 1);
   for (Format f : kAllFormats) {
