@@ -5,7 +5,8 @@
 // benchmarked shape (rows within 2x, columns within sqrt(2)) takes the nearest such shape's cells,
 // any other weight (or a query without a shape) the medians over the benchmarked shapes: which
 // kernel wins depends on the shape (tca_bme.wgmma beats tca_bme.mma at N = 32 on 4096 x 11008
-// only; tca_bme.decode beats macko at N = 2..8 on 28672 x 8192 at 50 % only), and with the
+// only; at 50 % and N = 2..4 macko is the fastest format on 4096 x 4096 and tca_bme.decode on
+// 28672 x 8192, 0.87x macko's time), and with the
 // medians the format pick was more than 5 % slower than the best candidate on 12 % of the decode
 // rows (session 20, scripts/check_dispatch.py). Dense weights (density 1) match no cell: the
 // registry's N ranges choose their kernel.
