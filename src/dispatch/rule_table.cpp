@@ -3,13 +3,13 @@
 // (log-nearest) and its sparsity is the nearest measured one, at most 0.1 away; outside measured N
 // the kernel's declared N range decides, and the reason says so. Among those cells a weight near a
 // benchmarked shape (rows within 2x, columns within sqrt(2)) takes the nearest such shape's cells,
-// any other weight (or a query without a shape) the medians over the benchmarked shapes: which
-// kernel wins depends on the shape (tca_bme.wgmma beats tca_bme.mma at N = 32 on 4096 x 11008
-// only; at 50 % and N = 2..4 macko is the fastest format on 4096 x 4096 and tca_bme.decode on
-// 28672 x 8192, 0.87x macko's time), and with the
-// medians the format pick was more than 5 % slower than the best candidate on 12 % of the decode
-// rows (session 20, scripts/check_dispatch.py). Dense weights (density 1) match no cell: the
-// registry's N ranges choose their kernel.
+// any other weight (or a query without a shape) the medians over the benchmarked shapes. Which
+// kernel wins depends on the shape: at N = 32 tca_bme.wgmma beats tca_bme.mma by more than 5 %
+// only on 4096 x 11008; at 50 % and N = 2..4 macko is the fastest format on 4096 x 4096 and
+// tca_bme.decode on 28672 x 8192 (0.87x macko's time). With the medians the format pick was more
+// than 5 % slower than the best candidate on 12 % of the decode rows (session 20,
+// scripts/check_dispatch.py). Dense weights (density 1) match no cell: the registry's N ranges
+// choose their kernel.
 #include <cmath>
 #include <cstdio>
 #include <string>
