@@ -14,8 +14,11 @@ word in its busiest bank of 32.
 Orders compared, for the bitmap a lane reads in call 0 / call 1:
   current  pair 0: 0 / 1, pair 1: 2 / 3   (one instruction reads bitmaps 0 and 2)
   swapped  pair 0: 0 / 1, pair 1: 3 / 2   (0 and 3, then 1 and 2)
+and for each order the loads as they are (four 2-byte loads per call: p, p + 1, q, q + 1) or as
+three 4-byte loads of the words holding p .. p + 5 (bench/results/2026-11-25-s20-value-word-loads.diff).
 Bitmaps are random at the given density; the tile's first value sits at a random 2-byte offset.
-Prints the mean wavefronts per value-load instruction (1.0 = conflict-free).
+Prints the mean wavefronts of a tile's value loads (8 load instructions as they are, 6 as words;
+each costs at least one wavefront).
 """
 import sys
 
@@ -25,12 +28,12 @@ ORDERS = {"current": lambda pair, call: 2 * pair + call,
           "swapped": lambda pair, call: 2 * pair + (call if pair == 0 else 1 - call)}
 
 
-def wavefronts(bitmaps, first, order):
+def wavefronts(bitmaps, first, order, words=False):
     counts = bitmaps.sum(axis=1)
     starts = first + np.concatenate([[0], np.cumsum(counts)[:-1]])
     total = 0
     for call in range(2):
-        addresses = [[] for _ in range(4)]  # per load instruction, one byte address per lane
+        addresses = [[] for _ in range(3 if words else 4)]  # per load instruction, one per lane
         for lane in range(32):
             g, t = lane >> 2, lane & 3
             b = ORDERS[order](t >> 1, call)
@@ -40,28 +43,33 @@ def wavefronts(bitmaps, first, order):
             shift = (g & 3) * 8 + (t & 1) * 4
             p = starts[b] + (bits[:32].sum() if high else 0) + half[:shift].sum()
             q = p + half[shift:shift + 2].sum()
-            for i, v in enumerate((p, p + 1, q, q + 1)):
-                addresses[i].append(2 * int(v))
+            if words:
+                for i in range(3):
+                    addresses[i].append((2 * int(p)) // 4 * 4 + 4 * i)
+            else:
+                for i, v in enumerate((p, p + 1, q, q + 1)):
+                    addresses[i].append(2 * int(v))
         for lanes in addresses:
             per_bank = {}
             for word in {a // 4 for a in lanes}:
                 per_bank[word % 32] = per_bank.get(word % 32, 0) + 1
             total += max(per_bank.values())
-    return total / 8  # 8 load instructions per tile
+    return total
 
 
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 400
     rng = np.random.default_rng(1)
-    print("density  " + "  ".join(f"{o:>8}" for o in ORDERS))
+    columns = [(o, w) for w in (False, True) for o in ORDERS]
+    print("density  " + "  ".join(f"{o + (' words' if w else ''):>14}" for o, w in columns))
     for density in (0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
-        sums = dict.fromkeys(ORDERS, 0.0)
+        sums = dict.fromkeys(columns, 0.0)
         for _ in range(trials):
             bitmaps = rng.random((4, 64)) < density
             first = int(rng.integers(0, 64))
-            for o in ORDERS:
-                sums[o] += wavefronts(bitmaps, first, o)
-        print(f"{density:7.2f}  " + "  ".join(f"{sums[o] / trials:8.2f}" for o in ORDERS))
+            for c in columns:
+                sums[c] += wavefronts(bitmaps, first, *c)
+        print(f"{density:7.2f}  " + "  ".join(f"{sums[c] / trials:14.1f}" for c in columns))
 
 
 if __name__ == "__main__":
