@@ -37,6 +37,12 @@ def load_cells(path):
     return cells
 
 
+def dense_kernel(n):
+    """A dense weight's density 1 is no measured sparsity: the registry's N ranges choose
+    (kernels/registry.cpp: dense.gemv up to N = 8)."""
+    return "dense.gemv" if n <= 8 else "dense.cublas"
+
+
 def shape_distance(c, rows, cols):
     if c[5] <= 0 or rows <= 0:
         return None
@@ -84,12 +90,7 @@ def main():
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
-            if fmt == "dense":
-                # A dense weight's density 1 is no measured sparsity: the registry's N ranges
-                # choose (kernels/registry.cpp: dense.gemv up to N = 8).
-                kname = "dense.gemv" if n <= 8 else "dense.cublas"
-            else:
-                kname, _ = pick_kernel(cells, fmt, n, s, m, k)
+            kname = dense_kernel(n) if fmt == "dense" else pick_kernel(cells, fmt, n, s, m, k)[0]
             if kname is None or kname not in own or len(own) < 2:
                 continue
             k_total += 1
@@ -102,8 +103,7 @@ def main():
             kname, sp = pick_kernel(cells, fmt, n, s, m, k)
             if kname and sp > best_sp:
                 best_fmt, best_sp, best_k = fmt, sp, kname
-        # A layer stored dense runs what matmul picks for dense weights (above).
-        chosen = ("dense.gemv" if n <= 8 else "dense.cublas") if best_fmt == "dense" else best_k
+        chosen = dense_kernel(n) if best_fmt == "dense" else best_k
         if chosen in us:
             f_total += 1
             if us[chosen] <= 1.05 * min(us.values()):
