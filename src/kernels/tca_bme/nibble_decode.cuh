@@ -77,6 +77,15 @@ __device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr, const 
 // halves of bitmaps 16 warp + 2j, + 1 (rows 0-3), records[8 + j] = high halves (rows 4-7), each
 // {word, value address, word, value address}; `values` is the shared address of the group's first
 // value. The caller makes sure the previous step's records were read before this is called.
+//
+// SWAP: odd j (a tile's second column half, the lanes with NibbleLane::pair = 1) hold the two
+// bitmaps in the other order, rows 8-15 first, so one load instruction of warp_tile_loads reads
+// bitmaps 4 tk and 4 tk + 3 (then 4 tk + 1 and 4 tk + 2) instead of 4 tk and 4 tk + 2, whose
+// values start 256 d bytes apart at density d: fewer bank conflicts at d ~ 0.35-0.55, more at
+// d ~ 0.3 (scripts/tca_bank_conflicts.py; measured in bench/NOTES-tc.md, session 20).
+// tile_fragment<SWAP> puts the registers back in A-fragment order. prepare() chooses it per
+// weight (WeightArgs::swap_pairs).
+template <bool SWAP = false>
 __device__ __forceinline__ void write_warp_records(const uint4* bitmaps, uint32_t values, int warp,
                                                    int lane, uint4 (&records)[16]) {
   const uint4 q = bitmaps[lane];
@@ -92,8 +101,15 @@ __device__ __forceinline__ void write_warp_records(const uint4* bitmaps, uint32_
   e += incl - total;
   if ((lane >> 3) == warp) {
     const uint32_t o = values + 2 * e;
-    records[lane & 7] = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
-    records[8 + (lane & 7)] = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
+    const uint4 lo = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
+    const uint4 hi = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
+    if (SWAP && (lane & 1)) {
+      records[lane & 7] = make_uint4(lo.z, lo.w, lo.x, lo.y);
+      records[8 + (lane & 7)] = make_uint4(hi.z, hi.w, hi.x, hi.y);
+    } else {
+      records[lane & 7] = lo;
+      records[8 + (lane & 7)] = hi;
+    }
   }
   __syncwarp();
 }
@@ -120,6 +136,26 @@ __device__ __forceinline__ void warp_tile_loads(const uint4* my_rec, const Nibbl
     const uint4 r = my_rec[2 * tk + nl.pair];
     ld[tk][0] = nibble_loads(r.x, r.y, nl, lut);
     ld[tk][1] = nibble_loads(r.z, r.w, nl, lut);
+  }
+}
+
+// The A fragment of tile tk from its loads (warp_tile_loads): a0a1 / a4a5 (rows g) and
+// a2a3 / a6a7 (rows g + 8), from the records' order (write_warp_records<SWAP>).
+template <bool SWAP>
+__device__ __forceinline__ void tile_fragment(const NibbleLoads (&ld)[2], const NibbleLane& nl,
+                                              uint32_t (&af)[4]) {
+  if constexpr (!SWAP) {
+    nibble_permute(ld[0], af[0], af[2]);
+    nibble_permute(ld[1], af[1], af[3]);
+  } else {
+    uint32_t lo0, hi0, lo1, hi1;
+    nibble_permute(ld[0], lo0, hi0);
+    nibble_permute(ld[1], lo1, hi1);
+    const bool swap = nl.pair;
+    af[0] = swap ? lo1 : lo0;
+    af[1] = swap ? lo0 : lo1;
+    af[2] = swap ? hi1 : hi0;
+    af[3] = swap ? hi0 : hi1;
   }
 }
 

@@ -35,8 +35,9 @@ Status prepare(const Problem& p, const char* name, WeightArgs& wa, tc::XYArgs& a
                             std::to_string(w.max_group_values) +
                             ") is not derived from its group offsets (tca_bme::derive)");
   }
+  const double density = double(w.nnz) / (double(s.rows) * double(s.cols));
   wa = WeightArgs{w.bitmaps.data(), w.group_offsets.data(), w.values.data(), int(w.groups_k),
-                  int((w.max_group_values + 7) / 8 * 8)};
+                  int((w.max_group_values + 7) / 8 * 8), swap_pairs_for(density)};
   a = tc::XYArgs{};
   a.x = static_cast<const uint16_t*>(p.x.data);
   a.y = p.y.data;

@@ -17,7 +17,21 @@ struct WeightArgs {
   const uint16_t* values;
   int groups_k;
   int value_cap;  // a stage's values: max_group_values rounded up to 8, at most 4096
+  // The decode reads a tile's second column half rows 8-15 first (write_warp_records<SWAP>):
+  // where the weight's density makes that the order with fewer bank conflicts.
+  bool swap_pairs;
 };
+
+// Whether a weight of this density decodes with swapped records (see swap_pairs): between these
+// densities scripts/tca_bank_conflicts.py counts fewer wavefronts per value load with the swap
+// (1.5-1.6 against 1.7-2.0). Measured on the H100 (bench/NOTES-tc.md): swapped everywhere, session
+// 20 took 0.90-0.99x the time at density 0.5 and up to 1.13x at 0.3; gated like this, session 21
+// took 0.93-1.02x (tca_bme.mma) and 0.96-1.01x (tca_bme.wgmma) at 0.5 and the 7B engine at batch 32
+// ran 3 % faster.
+constexpr double kSwapPairsMinDensity = 0.34, kSwapPairsMaxDensity = 0.55;
+inline bool swap_pairs_for(double density) {
+  return density >= kSwapPairsMinDensity && density <= kSwapPairsMaxDensity;
+}
 
 // The argument checks both tensor-core kernels run (messages start with `name`), then their
 // arguments.

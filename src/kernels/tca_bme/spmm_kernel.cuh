@@ -67,7 +67,7 @@ struct Config {
   }
 };
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool SWAP>
 __global__ void __launch_bounds__(Cfg::THREADS)
     spmm_kernel(WeightArgs w, tc::XYArgs a, int splits) {
   constexpr int BLK_N = Cfg::BLK_N, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
@@ -154,15 +154,14 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const int slot = step % STAGES;
     const uint16_t* xs = stage_x(slot);
     // The records of the previous step were last read before the barrier above.
-    write_warp_records(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
+    write_warp_records<SWAP>(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
                        tc::smem_addr(stage_values(slot)), warp, lane, records[warp]);
     NibbleLoads ld[4][2];
     warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
       uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
-      nibble_permute(ld[tk][0], af[0], af[2]);
-      nibble_permute(ld[tk][1], af[1], af[3]);
+      tile_fragment<SWAP>(ld[tk], nl, af);
 #pragma unroll
       for (int nt = 0; nt < BLK_N / 8; ++nt) {
         // X row nt * 8 + g, columns 16 tk + 4 t4 .. + 3 (both layouts keep a 16-byte piece
@@ -182,7 +181,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
 template <class T, class Cfg>
 Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
               cudaStream_t stream) {
-  auto kernel = spmm_kernel<T, Cfg>;
+  auto kernel = w.swap_pairs ? spmm_kernel<T, Cfg, true> : spmm_kernel<T, Cfg, false>;
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
   const size_t smem = std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
                                size_t(Cfg::kRedBytes));

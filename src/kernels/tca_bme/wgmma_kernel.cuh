@@ -45,7 +45,7 @@ namespace sparrow::kernels::tca_bme_wgmma {
 
 using tca_bme_mma::fill_nibble_table;
 using tca_bme_mma::nibble_lane;
-using tca_bme_mma::nibble_permute;
+using tca_bme_mma::tile_fragment;
 using tca_bme_mma::NibbleLane;
 using tca_bme_mma::NibbleLoads;
 using tca_bme_mma::warp_tile_loads;
@@ -179,7 +179,7 @@ struct XSlices {
   }
 };
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool SWAP>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     wgmma_kernel(WeightArgs w, tc::XYArgs a, int splits, int groups_m) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -260,14 +260,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     if (step + Cfg::kAhead < steps) load_stage(step + Cfg::kAhead);
     tc::cp_async_commit();
     if (!has_rows) return;
-    write_warp_records(reinterpret_cast<const uint4*>(smem + (bitmaps_of(slot) - base)),
+    write_warp_records<SWAP>(reinterpret_cast<const uint4*>(smem + (bitmaps_of(slot) - base)),
                        values_of(slot), warp, lane, my_records);
     NibbleLoads ld[4][2];
     warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll
     for (int tk = 0; tk < 4; ++tk) {
-      nibble_permute(ld[tk][0], af[tk][0], af[tk][2]);
-      nibble_permute(ld[tk][1], af[tk][1], af[tk][3]);
+      tile_fragment<SWAP>(ld[tk], nl, af[tk]);
     }
     tc::wgmma_fence();
     const uint64_t desc = tc::sw128_desc(x_tile(slot));
@@ -313,7 +312,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
 template <class T, class Cfg>
 Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
               cudaStream_t stream) {
-  auto kernel = wgmma_kernel<T, Cfg>;
+  auto kernel = w.swap_pairs ? wgmma_kernel<T, Cfg, true> : wgmma_kernel<T, Cfg, false>;
   const size_t offsets_bytes = size_t(Cfg::WGS) * (size_t(w.groups_k) + 1) * 4;
   const size_t smem =
       1024 + std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
