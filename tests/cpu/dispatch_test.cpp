@@ -193,21 +193,29 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   EXPECT_FALSE(matmul_takes_input_rms(m.value(), 16));
 }
 
-// The shipped table leaves tca_bme.mma out at N <= 8 (make_rule_table.py --leave-out: the 7B
-// engine at batch 8 ran slower with it than with tca_bme.decode, session 13), so a tca_bme weight
-// keeps the kernel that takes input_rms there; from N = 16 to 32 the table's measurements pick
-// tca_bme.mma. A regenerated table that drops the leave-out fails here.
-TEST(Dispatch, TcaBmeKeepsDecodeUpToEightTokens) {
+// The shipped table leaves tca_bme.mma out at N <= 8 and tca_bme.wgmma at N <= 32
+// (scripts/rule-table.sh: the 7B engine at batch 8 ran slower with tca_bme.mma than with
+// tca_bme.decode, sessions 13 and 21; at batch 32 slower with tca_bme.wgmma on o_proj / down_proj
+// than with tca_bme.mma, session 21), so a tca_bme weight keeps the kernel that takes input_rms up
+// to 8 tokens and runs tca_bme.mma at 16 and 32, over shapes and on each of the 7B's layers. A
+// regenerated table that drops a leave-out fails here. (No weight is passed, so a Hopper-only
+// kernel counts as usable even on a machine without a GPU.)
+TEST(Dispatch, TcaBmeKeepsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
+  const int64_t layers[][2] = {{0, 0}, {12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}};
   for (double d : {0.5, 0.3, 0.1}) {
-    for (int64_t n : {1, 2, 3, 4, 5, 8}) {
-      auto k = pick_kernel(Format::tca_bme, d, n);
-      ASSERT_TRUE(k.ok()) << "N=" << n;
-      EXPECT_NE(k->kernel, "tca_bme.mma") << "density " << d << " N=" << n << ": " << k->reason;
-    }
-    for (int64_t n : {16, 32}) {
-      auto k = pick_kernel(Format::tca_bme, d, n);
-      ASSERT_TRUE(k.ok()) << "N=" << n;
-      EXPECT_EQ(k->kernel, "tca_bme.mma") << "density " << d << " N=" << n << ": " << k->reason;
+    for (const auto& l : layers) {
+      const std::string at = "density " + std::to_string(d) + " " + std::to_string(l[0]) + "x" +
+                             std::to_string(l[1]);
+      for (int64_t n : {1, 2, 3, 4, 5, 8}) {
+        auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1]);
+        ASSERT_TRUE(k.ok()) << "N=" << n;
+        EXPECT_EQ(k->kernel.rfind("tca_bme.decode", 0), 0u) << at << " N=" << n << ": " << k->reason;
+      }
+      for (int64_t n : {16, 32}) {
+        auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1]);
+        ASSERT_TRUE(k.ok()) << "N=" << n;
+        EXPECT_EQ(k->kernel, "tca_bme.mma") << at << " N=" << n << ": " << k->reason;
+      }
     }
   }
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerates src/dispatch/rule_table_data.inc: the measured runs it is made from (later files win
+# per cell) and the kernels it leaves out where the engine contradicted the kernel bench. Edit the
+# lists here, not the generated file, so the next regeneration keeps them.
+#
+#   scripts/rule-table.sh            then rebuild; scripts/check_dispatch.py replays its choices
+set -euo pipefail
+cd "$(dirname "$0")/.."
+R=bench/results
+SOURCES=(
+  $R/2026-11-24-h100-s14-call6-bench-tca_bme.csv
+  $R/2026-11-24-h100-s15-call13-bench-tc.csv
+  $R/2026-11-25-h100-s18-c5-bench-random.csv
+  $R/2026-11-25-h100-s20-c6-swap-base1.csv
+  $R/2026-11-25-h100-s21-c2-swap-new1.csv
+)
+MMA8="alone it was faster than tca_bme.decode at N = 8 on two of four shapes (medians over shapes \
+1.00 / 1.20 / 1.27x cuBLAS against 0.98 / 1.11 / 1.21x at 50 / 70 / 90 %), but the 7B engine at \
+batch 8 ran 1289 / 1544 / 1697 t/s picking it against 1427 t/s at 50 % (1431 / 1578 / 1746 in \
+session 12) with tca_bme.decode (H100, session 13); again in session 21 with the per-shape cells \
+(tca_bme.mma on the 4096- and 11008-row shapes): 1325 / 1490 / 1651 against 1437 / 1576 / 1765 t/s"
+WGMMA32="the kernel bench puts it ahead of tca_bme.mma on 4096-row weights at N = 32 (o_proj, \
+down_proj of the 7B; 0.94-0.98x the time), but the 7B engine at batch 32 ran 4546 / 4619 / 5242 \
+t/s with it there against 4601 / 4886 / 5431 with tca_bme.mma at 50 / 70 / 90 % (H100, session \
+21); at N <= 8 it takes no input_rms and was never measured in the engine, where tca_bme.decode \
+runs"
+python3 scripts/make_rule_table.py src/dispatch/rule_table_data.inc \
+  --leave-out "tca_bme.mma:8:$MMA8" \
+  --leave-out "tca_bme.wgmma:32:$WGMMA32" \
+  --leave-out "tca_bme.wgmma_smem:8:as tca_bme.wgmma at N <= 8" \
+  "${SOURCES[@]}"
