@@ -14,7 +14,12 @@ was not made from (another session's run of the same shapes) it measures how wel
 carry over between runs. --medians replays the lookup without shapes (every query takes the
 medians over shapes), as tables before session 20 did.
 
+With --measured (no table) it reads what a `--formats best` run measured instead of replaying:
+each matmul(FORMAT) row against the fastest kernel row of that format on the same problem (the
+kernel choice as the GPU ran it, with the table compiled into that binary).
+
 usage: scripts/check_dispatch.py [--medians] TABLE.inc FILE.csv [FILE.csv ...]
+       scripts/check_dispatch.py --measured FILE.csv [FILE.csv ...]
 """
 import csv
 import math
@@ -70,8 +75,37 @@ def pick_kernel(cells, fmt, n, s, rows=0, cols=0):
     return c[1], c[4]
 
 
+def measured(paths):
+    """matmul(FORMAT) rows of `--formats best` runs against their format's fastest kernel row."""
+    rows = defaultdict(list)
+    for path in paths:
+        lines = [l for l in open(path) if not l.startswith("#")]
+        for r in csv.DictReader(lines):
+            if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith("cusparse"):
+                continue
+            rows[(r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"], r["format"])].append(r)
+    total = ok = 0
+    misses = []
+    for key, rs in sorted(rows.items()):
+        picked = [r for r in rs if r["kernel"].startswith("matmul(")]
+        own = {r["kernel"]: float(r["us"]) for r in rs if not r["kernel"].startswith("matmul(")}
+        if not picked or not own:
+            continue
+        t, best = float(picked[0]["us"]), min(own.values())
+        total += 1
+        if t <= 1.05 * best:
+            ok += 1
+        else:
+            misses.append(f"{key}: matmul {t:.1f} us, best {min(own, key=own.get)} {best:.1f} us ({t / best:.2f}x)")
+    print(f"matmul within 5 % of its format's fastest kernel: {ok}/{total} = {100.0 * ok / max(total, 1):.1f} %")
+    for m in misses:
+        print("  miss:", m)
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--measured":
+        return measured(args[1:])
     medians = "--medians" in args
     args = [a for a in args if a != "--medians"]
     cells = load_cells(args[0])

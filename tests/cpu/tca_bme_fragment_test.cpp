@@ -159,7 +159,59 @@ void check_nibbles(const HostMatrix& w) {
   });
 }
 
+// tca_bme.wgmma_smem's producer (smem_wgmma_kernel.cuh) writes whole 8-element rows of the A tile:
+// per byte i of a half-bitmap (row 4h + i of the 8x8 bitmap) the row's first value follows the
+// set bits of the earlier bytes, its two nibbles index the same table as the register decode, the
+// high pair of each nibble starts `e.x >> 16` bytes after the low one, and eight unconditional
+// 2-byte loads feed four byte permutes. Emulated here exactly so (a value a selector must not read
+// is replaced by 0xDEADBEEF, and the stage's tail holds 0xBEEF), so a change to the nibble table
+// that the register decode's tests accept but this producer does not understand fails here.
+void check_tile_rows(const HostMatrix& w) {
+  namespace f = kernels::tca_bme_mma;
+  for_each_group(w, [&](const GroupView& g) {
+    std::vector<uint16_t> stage(g.values, g.values + g.count);
+    stage.resize(g.count + 4, 0xBEEF);
+    for (int j = 0; j < 64; ++j) {
+      for (int h = 0; h < 2; ++h) {
+        const auto& r = g.rec[2 * j + h];
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t byte = (r.word >> (8 * i)) & 0xFFu;
+          const uint32_t at = r.base + f::popcount32(r.word & ((1u << (8 * i)) - 1u));
+          const f::NibbleEntry e[2] = {f::nibble_entry(byte & 0xFu), f::nibble_entry(byte >> 4)};
+          const uint32_t at1 = at + f::popcount32(byte & 0xFu);
+          uint32_t out[4];
+          for (int n = 0; n < 2; ++n) {  // nibble n: columns 4n .. 4n + 3
+            const uint32_t lo_at = n == 0 ? at : at1;
+            const uint32_t hi_at = lo_at + (e[n].x >> 16) / 2;
+            const uint32_t nib = (byte >> (4 * n)) & 0xFu;
+            auto pair = [&](uint32_t bits, uint32_t p, uint32_t sel) {
+              return f::byte_perm(stage[p], bits == 3 ? stage[p + 1] : 0xDEADBEEFu, sel);
+            };
+            out[2 * n] = pair(nib & 3u, lo_at, e[n].x);
+            out[2 * n + 1] = pair(nib >> 2, hi_at, e[n].y);
+          }
+          const int t = j / 4, q = j % 4;
+          const int64_t row = g.gm * 64 + (t / 4) * 16 + (q & 1) * 8 + 4 * h + i;
+          const int64_t col = g.gk * 64 + (t % 4) * 16 + (q >> 1) * 8;
+          for (int c = 0; c < 8; ++c) {
+            ASSERT_EQ(uint16_t(out[c / 2] >> (16 * (c & 1))), dense_at(w, row, col + c))
+                << "group " << g.gm << "," << g.gk << " bitmap " << j << " half " << h << " row "
+                << i << " column " << c;
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
+
+TEST(TcaBmeFragment, SharedTileRowsGiveTheDenseElements) {
+  for (double sp : {0.0, 0.3, 0.5, 0.9, 0.999}) {
+    check_tile_rows(patterns::random(DType::fp16, 130, 200, sp, 37));
+  }
+  check_tile_rows(patterns::magnitude(DType::bf16, 70, 129, 0.6, 38));
+}
 
 TEST(TcaBmeFragment, NibbleOrderGivesTheDenseElements) {
   for (double sp : {0.0, 0.3, 0.5, 0.9, 0.999}) {

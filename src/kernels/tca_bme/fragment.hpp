@@ -124,6 +124,8 @@ SPARROW_HD uint32_t pair_selector(uint32_t f) {
 }
 // The table a nibble indexes: x = the low pair's selector | (2 * values in the low pair) << 16 (a
 // byte distance; a byte permute reads only the selector's low 16 bits), y = the high pair's.
+// Three decodes read it: the register decodes (nibble_decode.cuh) and tca_bme.wgmma_smem's A-tile
+// rows (smem_wgmma_kernel.cuh); tests/cpu/tca_bme_fragment_test.cpp emulates each of them.
 struct NibbleEntry {
   uint32_t x, y;
 };
