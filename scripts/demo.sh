@@ -17,7 +17,10 @@ MODEL="$ROOT/../shared/models/tinyllama-py"
 if [ ! -f "$MODEL/config.json" ]; then
   echo "== tinyllama-py not found at $MODEL: using a synthetic tiny Llama instead"
   MODEL="$WORK/synth-tiny"
-  "$SPARROW" synth --arch llama --preset tiny --out "$MODEL" --force
+  # A 256-entry vocabulary and no tokenizer file make it byte-level like tinyllama-py, so the text
+  # prompt and the perplexity sample below work on it too (its output is noise: untrained).
+  "$SPARROW" synth --arch llama --preset custom --hidden 256 --layers 2 --heads 4 --kv-heads 2 \
+    --intermediate 688 --vocab 256 --max-positions 1024 --out "$MODEL" --force
 fi
 
 echo "== 1. prune $MODEL to 50 % (magnitude, smallest format per layer)"

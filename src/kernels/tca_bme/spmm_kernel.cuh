@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const uint16_t* xs = stage_x(slot);
     // The records of the previous step were last read before the barrier above.
     write_warp_records<SWAP>(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
-                       tc::smem_addr(stage_values(slot)), warp, lane, records[warp]);
+                             tc::smem_addr(stage_values(slot)), warp, lane, records[warp]);
     NibbleLoads ld[4][2];
     warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll

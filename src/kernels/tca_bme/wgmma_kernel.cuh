@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     tc::cp_async_commit();
     if (!has_rows) return;
     write_warp_records<SWAP>(reinterpret_cast<const uint4*>(smem + (bitmaps_of(slot) - base)),
-                       values_of(slot), warp, lane, my_records);
+                             values_of(slot), warp, lane, my_records);
     NibbleLoads ld[4][2];
     warp_tile_loads(my_rec, nl, lut, ld);
 #pragma unroll
