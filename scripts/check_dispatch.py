@@ -42,9 +42,15 @@ def load_cells(path):
     return cells
 
 
-def dense_kernel(n):
-    """A dense weight's density 1 is no measured sparsity: the registry's N ranges choose
-    (kernels/registry.cpp: dense.gemv up to N = 8)."""
+def dense_kernel(n, cells=None, rows=0, cols=0, dependent=False):
+    """A dense weight (rule_table.cpp's dense_cell): on a plain launch the fastest dense cell of a
+    benchmarked shape near it (at sparsity 0.5: the dense kernels' cost does not depend on the
+    zeros), else, and always on a dependent launch, the registry's N ranges (kernels/registry.cpp:
+    dense.gemv up to N = 8)."""
+    if cells is not None and not dependent:
+        k, _ = pick_kernel(cells, "dense", n, 0.5, rows, cols, shape_only=True)
+        if k:
+            return k
     return "dense.gemv" if n <= 8 else "dense.cublas"
 
 
@@ -55,7 +61,7 @@ def shape_distance(c, rows, cols):
     return None if dr > MAX_ROWS_LOG2 or dc > MAX_COLS_LOG2 else dr + dc
 
 
-def pick_kernel(cells, fmt, n, s, rows=0, cols=0):
+def pick_kernel(cells, fmt, n, s, rows=0, cols=0, shape_only=False):
     own = [c for c in cells if c[0] == fmt]
     if not own:
         return None, 0.0
@@ -70,6 +76,8 @@ def pick_kernel(cells, fmt, n, s, rows=0, cols=0):
     here = [c for c in at_n if abs(c[3] - s) == ds]
     near = [(shape_distance(c, rows, cols), c[5], c[6]) for c in here]
     near = [x for x in near if x[0] is not None]
+    if shape_only and not near:
+        return None, 0.0
     shape = min(near)[1:] if near else (0, 0)
     c = max((c for c in here if (c[5], c[6]) == shape), key=lambda c: c[4])
     return c[1], c[4]
@@ -110,12 +118,17 @@ def main():
     args = [a for a in args if a != "--medians"]
     cells = load_cells(args[0])
     rows = defaultdict(list)
+    dependent = {}  # problem -> its run used --dependent-launch
     for path in args[1:]:
-        lines = [l for l in open(path) if not l.startswith("#")]
+        text = open(path).readlines()
+        dep = any(l.startswith("# command:") and "--dependent-launch" in l for l in text)
+        lines = [l for l in text if not l.startswith("#")]
         for r in csv.DictReader(lines):
             if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith(("cusparse", "matmul")):
                 continue
-            rows[(r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"])].append(r)
+            key = (r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"])
+            rows[key].append(r)
+            dependent[key] = dep
     k_total = k_ok = f_total = f_ok = 0
     misses = []
     for key, rs in sorted(rows.items()):
@@ -124,7 +137,8 @@ def main():
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
-            kname = dense_kernel(n) if fmt == "dense" else pick_kernel(cells, fmt, n, s, m, k)[0]
+            kname = (dense_kernel(n, cells, m, k, dependent[key]) if fmt == "dense"
+                     else pick_kernel(cells, fmt, n, s, m, k)[0])
             if kname is None or kname not in own or len(own) < 2:
                 continue
             k_total += 1
@@ -137,7 +151,7 @@ def main():
             kname, sp = pick_kernel(cells, fmt, n, s, m, k)
             if kname and sp > best_sp:
                 best_fmt, best_sp, best_k = fmt, sp, kname
-        chosen = dense_kernel(n) if best_fmt == "dense" else best_k
+        chosen = dense_kernel(n, cells, m, k, dependent[key]) if best_fmt == "dense" else best_k
         if chosen in us:
             f_total += 1
             if us[chosen] <= 1.05 * min(us.values()):

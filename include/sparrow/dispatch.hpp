@@ -21,8 +21,9 @@ struct KernelPick {
 
 // The kernel matmul runs for a weight of format `f`, this density and shape (rows x cols; 0 x 0:
 // unknown, the medians over the benchmarked shapes) at N tokens, given a workspace large enough
-// for every kernel (matmul skips kernels whose workspace it was not given). Fails with
-// unsupported when the build has no GPU kernel for the format.
+// for every kernel (matmul skips kernels whose workspace it was not given), launched plainly (a
+// dependent launch may choose another kernel for a dense weight: MatmulOptions::dependent_launch).
+// Fails with unsupported when the build has no GPU kernel for the format.
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows = 0,
                                int64_t cols = 0);
 

@@ -22,7 +22,9 @@ struct MatmulOptions {
   // `stream` still runs and read the weight's bytes early, touching X, Y and the bias only after
   // that kernel has finished. Hides launch and first-load latency in chains of short kernels (an
   // engine's decode step). Set it only when no kernel right before the call writes the weight.
-  // Kernels without a dependent-launch path ignore it; SPARROW_PDL=0 turns it off everywhere.
+  // Kernels without a dependent-launch path ignore it; SPARROW_PDL=0 turns it off everywhere. It
+  // also picks a dense weight's kernel as measured under it (dense.gemv up to 8 tokens; a plain
+  // launch takes cuBLAS on shapes where dense.gemv measured slower plainly).
   bool dependent_launch = false;
   // RMSNorm of X inside the matmul: Y = diag(1 / rms(X)) * X * W^T with rms(x) =
   // sqrt(mean(x^2) + rms_eps) over each row's K elements, i.e. the matmul of RMSNorm(X) when the

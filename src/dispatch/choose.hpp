@@ -6,7 +6,10 @@
 namespace sparrow {
 
 // The kernel matmul runs for weight w at N = n with this much workspace (kernels that need more are
-// skipped). Null when the build has no kernel for the format.
-const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes);
+// skipped), launched plainly or as a dependent launch (MatmulOptions::dependent_launch: it decides
+// a dense weight's kernel, rule_table.cpp says why). Null when the build has no kernel for the
+// format.
+const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes,
+                                         bool dependent_launch = false);
 
 }  // namespace sparrow

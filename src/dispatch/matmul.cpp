@@ -11,7 +11,8 @@ namespace sparrow {
 
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt) {
-  const kernels::KernelInfo* k = choose_kernel(w, x.rows, opt.workspace ? opt.workspace_bytes : 0);
+  const kernels::KernelInfo* k =
+      choose_kernel(w, x.rows, opt.workspace ? opt.workspace_bytes : 0, opt.dependent_launch);
   if (k == nullptr) {
     return unsupported(std::string("no GPU kernel for the ") + format_name(format_of(w)) +
                        " format in this build");
@@ -24,7 +25,8 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
 }
 
 bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt) {
-  const kernels::KernelInfo* k = choose_kernel(w, n, opt.workspace ? opt.workspace_bytes : 0);
+  const kernels::KernelInfo* k =
+      choose_kernel(w, n, opt.workspace ? opt.workspace_bytes : 0, opt.dependent_launch);
   return k != nullptr && kernels::takes_input_rms(*k, w, n);
 }
 

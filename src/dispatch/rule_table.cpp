@@ -8,8 +8,12 @@
 // only on 4096 x 11008; at 50 % and N = 2..4 macko is the fastest format on 4096 x 4096 and
 // tca_bme.decode on 28672 x 8192 (0.87x macko's time). With the medians the format pick was more
 // than 5 % slower than the best candidate on 12 % of the decode rows (session 20,
-// scripts/check_dispatch.py). Dense weights (density 1) match no cell: the registry's N ranges
-// choose their kernel.
+// scripts/check_dispatch.py). Dense weights (density 1) match no sparsity: a plain launch takes
+// the dense cells of a benchmarked shape near the weight (cuBLAS where dense.gemv measured slower
+// there: 1.02-1.06x on 4096 x 11008 and 28672 x 8192 at N = 1..8), else the registry's N ranges
+// (dense.gemv up to 8 tokens); a dependent launch (the engine's) always the registry's ranges: with
+// it dense.gemv measured 0.81-0.98x cuBLAS's time on all three shapes run (session 18), and the
+// table's cells are plain launches.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -78,7 +82,8 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
 // (format, kernel, N, sparsity), so the N and sparsity searches read only those (a fifth of the
 // table; the per-shape cells made the table five times larger).
 const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                      const Weight* w = nullptr, size_t workspace_bytes = 0) {
+                      const Weight* w = nullptr, size_t workspace_bytes = 0,
+                      bool shape_only = false) {
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
   int64_t best_n = -1;
@@ -117,7 +122,17 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
     return best;
   };
   const Cell* best = shape_rows > 0 ? fastest(shape_rows, shape_cols) : nullptr;
-  return best ? best : fastest(0, 0);
+  return best || shape_only ? best : fastest(0, 0);
+}
+
+// A dense weight's cell for a plain launch: only a nearby benchmarked shape's (dense.gemv against
+// cuBLAS is within a few percent either way, and which wins depends on the shape: the medians over
+// shapes would decide by noise). The bench times the dense kernels on each problem's matrix and
+// their cost does not depend on its zeros, so one measured sparsity's cells serve for all.
+constexpr double kDenseCellSparsity = 0.5;
+const Cell* dense_cell(int64_t n, int64_t rows, int64_t cols, const Weight* w = nullptr,
+                       size_t workspace_bytes = 0) {
+  return best_cell(Format::dense, kDenseCellSparsity, n, rows, cols, w, workspace_bytes, true);
 }
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
@@ -155,9 +170,16 @@ double density_of(const Weight& w) {
   return 1.0;
 }
 
-const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes) {
+const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes,
+                                         bool dependent_launch) {
   const Format f = format_of(w);
   const Shape& s = shape_of(w);
+  if (f == Format::dense) {
+    if (dependent_launch) return fallback_kernel(f, n, &w, workspace_bytes);
+    if (const Cell* c = dense_cell(n, s.rows, s.cols, &w, workspace_bytes))
+      return kernels::find_kernel(c->kernel);
+    return fallback_kernel(f, n, &w, workspace_bytes);
+  }
   if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, s.rows, s.cols, &w, workspace_bytes))
     return kernels::find_kernel(c->kernel);
   return fallback_kernel(f, n, &w, workspace_bytes);
@@ -165,7 +187,18 @@ const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t work
 
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows, int64_t cols) {
   KernelPick pick;
-  if (const Cell* c = best_cell(f, 1.0 - density, n, rows, cols)) {
+  if (f == Format::dense) {
+    if (const Cell* c = dense_cell(n, rows, cols)) {
+      pick.kernel = c->kernel;
+      pick.measured_speedup = c->speedup;
+      pick.reason = "fastest measured dense kernel near N=" + std::to_string(c->n) + " on " +
+                    std::to_string(c->rows) + "x" + std::to_string(c->cols) + ": " +
+                    fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu() +
+                    " (plain launch; a dependent launch takes the registry's kernel for N)";
+      return pick;
+    }
+  }
+  if (const Cell* c = f == Format::dense ? nullptr : best_cell(f, 1.0 - density, n, rows, cols)) {
     pick.kernel = c->kernel;
     pick.measured_speedup = c->speedup;
     pick.reason = "fastest measured " + std::string(format_name(f)) + " kernel near N=" +

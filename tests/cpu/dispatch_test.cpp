@@ -117,6 +117,44 @@ TEST(Dispatch, MatmulChoosesByTheWeightsShape) {
   EXPECT_NE(near->reason.find("on 4096x4096"), std::string::npos) << near->reason;
 }
 
+// A dense weight takes cuBLAS on a plain launch where dense.gemv measured slower on a nearby
+// benchmarked shape (4096x11008 and 28672x8192 at N = 1..8: 1.02-1.06x cuBLAS's time in the
+// table's run), dense.gemv where it measured faster (4096x4096, 11008x4096) and where no
+// benchmarked shape is near (the registry's N range); a dependent launch (the engine's) always
+// runs dense.gemv up to 8 tokens, as measured with dependent launch. matmul_takes_input_rms
+// follows the same choice (dense.gemv normalises its input, cuBLAS does not).
+TEST(Dispatch, DenseWeightsTakeCublasWhereGemvMeasuredSlower) {
+  for (int64_t n : {1, 2, 4, 8}) {
+    auto big = pick_kernel(Format::dense, 1.0, n, 28672, 8192);
+    ASSERT_TRUE(big.ok());
+    EXPECT_EQ(big->kernel, "dense.cublas") << "N=" << n << ": " << big->reason;
+    EXPECT_NE(big->reason.find("on 28672x8192"), std::string::npos) << big->reason;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {11008, 4096}, {300, 200}}) {
+      auto p = pick_kernel(Format::dense, 1.0, n, rows, cols);
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(p->kernel, "dense.gemv") << rows << "x" << cols << " N=" << n << ": " << p->reason;
+    }
+  }
+  // A real weight near 4096x11008 (rows within 2x, columns within sqrt(2); 32 MB of fp16 zeros).
+  const HostMatrix h(DType::fp16, 2100, 8000);
+  auto w = encode(Format::dense, h.view());
+  ASSERT_TRUE(w.ok());
+  for (int64_t n : {1, 8}) {
+    const kernels::KernelInfo* plain = choose_kernel(w.value(), n, 0, false);
+    const kernels::KernelInfo* dependent = choose_kernel(w.value(), n, 0, true);
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(dependent, nullptr);
+    EXPECT_STREQ(plain->name, "dense.cublas") << "N=" << n;
+    EXPECT_STREQ(dependent->name, "dense.gemv") << "N=" << n;
+  }
+  MatmulOptions opt;
+  EXPECT_FALSE(matmul_takes_input_rms(w.value(), 1, opt));
+  opt.dependent_launch = true;
+  EXPECT_TRUE(matmul_takes_input_rms(w.value(), 1, opt));
+  // Beyond dense.gemv's N range both launches run cuBLAS.
+  EXPECT_STREQ(choose_kernel(w.value(), 16, 0, true)->name, "dense.cublas");
+}
+
 TEST(Dispatch, DensityOfEachFormat) {
   HostMatrix w = patterns::nm_pattern(DType::fp16, 64, 64, {2, 4, 1}, 0.0, 1);
   for (Format f : kAllFormats) {
