@@ -13,6 +13,7 @@ SOURCES=(
   $R/2026-11-25-h100-s18-c5-bench-random.csv
   $R/2026-11-25-h100-s20-c6-swap-base1.csv
   $R/2026-11-25-h100-s21-c2-swap-new1.csv
+  $R/2026-11-25-h100-s21-c2-bench-best.csv
 )
 MMA8="alone it was faster than tca_bme.decode at N = 8 on two of four shapes (medians over shapes \
 1.00 / 1.20 / 1.27x cuBLAS against 0.98 / 1.11 / 1.21x at 50 / 70 / 90 %), but the 7B engine at \
