@@ -1,7 +1,8 @@
 // How sparrow chooses: which kernel `matmul` runs for a weight (per format and N), and which
 // format a layer should be stored in. Both come from a shipped rule table of measurements
 // (src/dispatch/rule_table_data.inc, generated from `sparrow bench` CSV by
-// scripts/make_rule_table.py), and every choice carries the reason it was made.
+// scripts/make_rule_table.py; scripts/rule-table.sh lists the runs and the engine-measured
+// exceptions), and every choice carries the reason it was made.
 #pragma once
 
 #include <string>
