@@ -43,12 +43,11 @@ def load_cells(path):
 
 
 def dense_kernel(n, cells=None, rows=0, cols=0, dependent=False):
-    """A dense weight (rule_table.cpp's dense_cell): on a plain launch the fastest dense cell of a
-    benchmarked shape near it (at sparsity 0.5: the dense kernels' cost does not depend on the
-    zeros), else, and always on a dependent launch, the registry's N ranges (kernels/registry.cpp:
-    dense.gemv up to N = 8)."""
+    """A dense weight (rule_table.cpp's deciding_cell): on a plain launch the fastest dense cell
+    (sparsity 0: density 1) of a benchmarked shape near it, else, and always on a dependent launch,
+    the registry's N ranges (kernels/registry.cpp: dense.gemv up to N = 8)."""
     if cells is not None and not dependent:
-        k, _ = pick_kernel(cells, "dense", n, 0.5, rows, cols, shape_only=True)
+        k, _ = pick_kernel(cells, "dense", n, 0.0, rows, cols, shape_only=True)
         if k:
             return k
     return "dense.gemv" if n <= 8 else "dense.cublas"
@@ -83,15 +82,22 @@ def pick_kernel(cells, fmt, n, s, rows=0, cols=0, shape_only=False):
     return c[1], c[4]
 
 
+def read_runs(paths):
+    """(row, dependent) for every ok row of a format in the CSVs (cuSPARSE's left out); dependent:
+    the run used --dependent-launch (its `# command:` header line says so)."""
+    for path in paths:
+        text = open(path).readlines()
+        dependent = any(l.startswith("# command:") and "--dependent-launch" in l for l in text)
+        for r in csv.DictReader(l for l in text if not l.startswith("#")):
+            if r["status"] == "ok" and r["format"] not in ("-", "") and not r["kernel"].startswith("cusparse"):
+                yield r, dependent
+
+
 def measured(paths):
     """matmul(FORMAT) rows of `--formats best` runs against their format's fastest kernel row."""
     rows = defaultdict(list)
-    for path in paths:
-        lines = [l for l in open(path) if not l.startswith("#")]
-        for r in csv.DictReader(lines):
-            if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith("cusparse"):
-                continue
-            rows[(r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"], r["format"])].append(r)
+    for r, _ in read_runs(paths):
+        rows[(r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"], r["format"])].append(r)
     total = ok = 0
     misses = []
     for key, rs in sorted(rows.items()):
@@ -119,16 +125,12 @@ def main():
     cells = load_cells(args[0])
     rows = defaultdict(list)
     dependent = {}  # problem -> its run used --dependent-launch
-    for path in args[1:]:
-        text = open(path).readlines()
-        dep = any(l.startswith("# command:") and "--dependent-launch" in l for l in text)
-        lines = [l for l in text if not l.startswith("#")]
-        for r in csv.DictReader(lines):
-            if r["status"] != "ok" or r["format"] in ("-", "") or r["kernel"].startswith(("cusparse", "matmul")):
-                continue
-            key = (r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"])
-            rows[key].append(r)
-            dependent[key] = dep
+    for r, dep in read_runs(args[1:]):
+        if r["kernel"].startswith("matmul"):
+            continue
+        key = (r["shape"], int(r["N"]), float(r["sparsity"]), r["pattern"])
+        rows[key].append(r)
+        dependent[key] = dep
     k_total = k_ok = f_total = f_ok = 0
     misses = []
     for key, rs in sorted(rows.items()):

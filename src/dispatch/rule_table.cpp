@@ -8,12 +8,13 @@
 // only on 4096 x 11008; at 50 % and N = 2..4 macko is the fastest format on 4096 x 4096 and
 // tca_bme.decode on 28672 x 8192 (0.87x macko's time). With the medians the format pick was more
 // than 5 % slower than the best candidate on 12 % of the decode rows (session 20,
-// scripts/check_dispatch.py). Dense weights (density 1) match no sparsity: a plain launch takes
-// the dense cells of a benchmarked shape near the weight (cuBLAS where dense.gemv measured slower
-// there: 1.02-1.06x on 4096 x 11008 and 28672 x 8192 at N = 1..8), else the registry's N ranges
-// (dense.gemv up to 8 tokens); a dependent launch (the engine's) always the registry's ranges: with
-// it dense.gemv measured 0.81-0.98x cuBLAS's time on all three shapes run (session 18), and the
-// table's cells are plain launches.
+// scripts/check_dispatch.py). Dense weights (density 1: the dense cells, at sparsity 0) on a
+// plain launch take only the cells of a benchmarked shape near them (cuBLAS where dense.gemv
+// measured slower: 1.02-1.06x on 4096 x 11008 and 28672 x 8192 at N = 1..8; the two are within a
+// few percent either way, so the medians over shapes would decide by noise), else the registry's
+// N ranges (dense.gemv up to 8 tokens); on a dependent launch (the engine's) always the registry's
+// ranges: with it dense.gemv measured 0.81-0.98x cuBLAS's time on all three shapes run (session
+// 18), and the table's cells are plain launches.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -76,14 +77,14 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
 
 // The fastest measured cell for (format, n, sparsity, shape) among usable kernels in this build:
 // the log-nearest measured N within 2x, then the nearest measured sparsity, then the nearest
-// benchmarked shape that speaks for rows x cols (else the medians over shapes; also when none of
-// that shape's kernels is usable here). Null when nothing close was measured. No allocation:
+// benchmarked shape that speaks for rows x cols (else, unless `shape_only`, the medians over
+// shapes; also when none of that shape's kernels is usable here). Null when nothing close was
+// measured. No allocation:
 // matmul calls this on every launch. make_rule_table.py writes a median cell for every measured
 // (format, kernel, N, sparsity), so the N and sparsity searches read only those (a fifth of the
 // table; the per-shape cells made the table five times larger).
 const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                      const Weight* w = nullptr, size_t workspace_bytes = 0,
-                      bool shape_only = false) {
+                      const Weight* w, size_t workspace_bytes, bool shape_only) {
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
   int64_t best_n = -1;
@@ -125,14 +126,14 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   return best || shape_only ? best : fastest(0, 0);
 }
 
-// A dense weight's cell for a plain launch: only a nearby benchmarked shape's (dense.gemv against
-// cuBLAS is within a few percent either way, and which wins depends on the shape: the medians over
-// shapes would decide by noise). The bench times the dense kernels on each problem's matrix and
-// their cost does not depend on its zeros, so one measured sparsity's cells serve for all.
-constexpr double kDenseCellSparsity = 0.5;
-const Cell* dense_cell(int64_t n, int64_t rows, int64_t cols, const Weight* w = nullptr,
-                       size_t workspace_bytes = 0) {
-  return best_cell(Format::dense, kDenseCellSparsity, n, rows, cols, w, workspace_bytes, true);
+// The cell that decides a weight's kernel (header comment): for dense weights only a nearby
+// benchmarked shape's, and none on a dependent launch.
+const Cell* deciding_cell(Format f, double density, int64_t n, int64_t rows, int64_t cols,
+                          bool dependent_launch, const Weight* w = nullptr,
+                          size_t workspace_bytes = 0) {
+  const bool dense = f == Format::dense;
+  if (dense && dependent_launch) return nullptr;
+  return best_cell(f, 1.0 - density, n, rows, cols, w, workspace_bytes, dense);
 }
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
@@ -174,38 +175,25 @@ const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t work
                                          bool dependent_launch) {
   const Format f = format_of(w);
   const Shape& s = shape_of(w);
-  if (f == Format::dense) {
-    if (dependent_launch) return fallback_kernel(f, n, &w, workspace_bytes);
-    if (const Cell* c = dense_cell(n, s.rows, s.cols, &w, workspace_bytes))
-      return kernels::find_kernel(c->kernel);
-    return fallback_kernel(f, n, &w, workspace_bytes);
-  }
-  if (const Cell* c = best_cell(f, 1.0 - density_of(w), n, s.rows, s.cols, &w, workspace_bytes))
+  if (const Cell* c = deciding_cell(f, density_of(w), n, s.rows, s.cols, dependent_launch, &w,
+                                    workspace_bytes))
     return kernels::find_kernel(c->kernel);
   return fallback_kernel(f, n, &w, workspace_bytes);
 }
 
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows, int64_t cols) {
   KernelPick pick;
-  if (f == Format::dense) {
-    if (const Cell* c = dense_cell(n, rows, cols)) {
-      pick.kernel = c->kernel;
-      pick.measured_speedup = c->speedup;
-      pick.reason = "fastest measured dense kernel near N=" + std::to_string(c->n) + " on " +
-                    std::to_string(c->rows) + "x" + std::to_string(c->cols) + ": " +
-                    fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu() +
-                    " (plain launch; a dependent launch takes the registry's kernel for N)";
-      return pick;
-    }
-  }
-  if (const Cell* c = f == Format::dense ? nullptr : best_cell(f, 1.0 - density, n, rows, cols)) {
+  if (const Cell* c = deciding_cell(f, density, n, rows, cols, false)) {
     pick.kernel = c->kernel;
     pick.measured_speedup = c->speedup;
     pick.reason = "fastest measured " + std::string(format_name(f)) + " kernel near N=" +
                   std::to_string(c->n) + ", sparsity " + fmt("%.2f", c->sparsity) +
                   (c->rows > 0 ? ", on " + std::to_string(c->rows) + "x" + std::to_string(c->cols)
                                : ", median over " + std::to_string(c->shapes) + " shapes") +
-                  ": " + fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu();
+                  ": " + fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu() +
+                  (f == Format::dense ? " (plain launch; a dependent launch takes the registry's "
+                                        "kernel for N)"
+                                      : "");
     return pick;
   }
   const kernels::KernelInfo* k = fallback_kernel(f, n);
