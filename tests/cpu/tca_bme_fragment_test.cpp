@@ -113,18 +113,35 @@ void check_records(const HostMatrix& w) {
   });
 }
 
+// A group's values as the kernels' shared-memory stage holds them: then other bytes (here 0xBEEF),
+// which the unconditional loads may read past the group's last value.
+std::vector<uint16_t> staged(const GroupView& g) {
+  std::vector<uint16_t> stage(g.values, g.values + g.count);
+  stage.resize(g.count + 4, 0xBEEF);
+  return stage;
+}
+
+// The shared-memory decode of one nibble whose first value is stage[p], as the kernels do it: the
+// table entry, the high pair's start (e.x >> 16) bytes after the low pair's, and per bit pair f a
+// byte permute of the values at the pair's start and the next position (that second value replaced
+// by 0xDEADBEEF unless f == 3, the only selector that reads it).
+kernels::tca_bme_mma::RegPair permuted_nibble(const std::vector<uint16_t>& stage, uint32_t nib,
+                                             uint32_t p) {
+  namespace f = kernels::tca_bme_mma;
+  const f::NibbleEntry e = f::nibble_entry(nib);
+  auto pair = [&](uint32_t bits, uint32_t at, uint32_t sel) {
+    return f::byte_perm(stage[at], bits == 3 ? stage[at + 1] : 0xDEADBEEFu, sel);
+  };
+  return {pair(nib & 3u, p, e.x), pair(nib >> 2, p + (e.x >> 16) / 2, e.y)};
+}
+
 // tca_bme.decode's nibble order: for every tile and lane, the two registers of each of the lane's
 // rows must hold W at the physical columns its k slots stand for (4t, 4t+1 | 4t+2, 4t+3), both
-// from nibble_pair (the reference read) and from the kernel's path: per bit pair f the values at
-// the pair's start and the next position (which may lie past the half's own values, so the test
-// puts 0xDEADBEEF there unless f == 3, where the selector reads it), then the table's byte
-// permutes.
+// from nibble_pair (the reference read) and from the kernel's path (permuted_nibble).
 void check_nibbles(const HostMatrix& w) {
   namespace f = kernels::tca_bme_mma;
   for_each_group(w, [&](const GroupView& g) {
-    // The stage as the kernel sees it: the group's values, then other bytes (here 0xBEEF).
-    std::vector<uint16_t> stage(g.values, g.values + g.count);
-    stage.resize(g.count + 4, 0xBEEF);
+    const std::vector<uint16_t> stage = staged(g);
     for (int t = 0; t < 16; ++t)
       for (int lane = 0; lane < 32; ++lane) {
         const f::NibbleLane nl = f::nibble_lane(lane);
@@ -132,16 +149,7 @@ void check_nibbles(const HostMatrix& w) {
           const auto& r = g.rec[2 * (4 * t + 2 * nl.pair + half) + int(nl.high)];
           const f::RegPair ref = f::nibble_pair(r.word, r.base, nl, stage.data());
           const uint32_t a = r.base + f::popcount32(r.word & nl.below);
-          const f::NibbleEntry e = f::nibble_entry((r.word >> nl.shift) & 0xFu);
-          const uint32_t b = a + (e.x >> 16) / 2;
-          const uint32_t nib = (r.word >> nl.shift) & 0xFu;
-          auto pair = [&](uint32_t bits, uint32_t p, uint32_t sel) {
-            const uint32_t v = stage[p];
-            const uint32_t v2 = bits == 3 ? stage[p + 1] : 0xDEADBEEFu;
-            return f::byte_perm(v, v2, sel);
-          };
-          const uint32_t lo = pair(nib & 3u, a, e.x);
-          const uint32_t hi = pair(nib >> 2, b, e.y);
+          const f::RegPair got = permuted_nibble(stage, (r.word >> nl.shift) & 0xFu, a);
           const int64_t row = g.gm * 64 + (t / 4) * 16 + half * 8 + lane / 4;
           const int64_t col = g.gk * 64 + (t % 4) * 16 + (lane % 4) * 4;
           for (int i = 0; i < 4; ++i) {
@@ -150,7 +158,7 @@ void check_nibbles(const HostMatrix& w) {
             ASSERT_EQ(uint16_t((i < 2 ? ref.lo : ref.hi) >> sh), expect)
                 << "group " << g.gm << "," << g.gk << " tile " << t << " lane " << lane
                 << " half " << half;
-            ASSERT_EQ(uint16_t((i < 2 ? lo : hi) >> sh), expect)
+            ASSERT_EQ(uint16_t((i < 2 ? got.lo : got.hi) >> sh), expect)
                 << "group " << g.gm << "," << g.gk << " tile " << t << " lane " << lane
                 << " half " << half << " (window loads and byte permutes)";
           }
@@ -163,33 +171,22 @@ void check_nibbles(const HostMatrix& w) {
 // per byte i of a half-bitmap (row 4h + i of the 8x8 bitmap) the row's first value follows the
 // set bits of the earlier bytes, its two nibbles index the same table as the register decode, the
 // high pair of each nibble starts `e.x >> 16` bytes after the low one, and eight unconditional
-// 2-byte loads feed four byte permutes. Emulated here exactly so (a value a selector must not read
-// is replaced by 0xDEADBEEF, and the stage's tail holds 0xBEEF), so a change to the nibble table
+// 2-byte loads feed four byte permutes (permuted_nibble per nibble), so a change to the nibble table
 // that the register decode's tests accept but this producer does not understand fails here.
 void check_tile_rows(const HostMatrix& w) {
   namespace f = kernels::tca_bme_mma;
   for_each_group(w, [&](const GroupView& g) {
-    std::vector<uint16_t> stage(g.values, g.values + g.count);
-    stage.resize(g.count + 4, 0xBEEF);
+    const std::vector<uint16_t> stage = staged(g);
     for (int j = 0; j < 64; ++j) {
       for (int h = 0; h < 2; ++h) {
         const auto& r = g.rec[2 * j + h];
         for (int i = 0; i < 4; ++i) {
           const uint32_t byte = (r.word >> (8 * i)) & 0xFFu;
           const uint32_t at = r.base + f::popcount32(r.word & ((1u << (8 * i)) - 1u));
-          const f::NibbleEntry e[2] = {f::nibble_entry(byte & 0xFu), f::nibble_entry(byte >> 4)};
-          const uint32_t at1 = at + f::popcount32(byte & 0xFu);
-          uint32_t out[4];
-          for (int n = 0; n < 2; ++n) {  // nibble n: columns 4n .. 4n + 3
-            const uint32_t lo_at = n == 0 ? at : at1;
-            const uint32_t hi_at = lo_at + (e[n].x >> 16) / 2;
-            const uint32_t nib = (byte >> (4 * n)) & 0xFu;
-            auto pair = [&](uint32_t bits, uint32_t p, uint32_t sel) {
-              return f::byte_perm(stage[p], bits == 3 ? stage[p + 1] : 0xDEADBEEFu, sel);
-            };
-            out[2 * n] = pair(nib & 3u, lo_at, e[n].x);
-            out[2 * n + 1] = pair(nib >> 2, hi_at, e[n].y);
-          }
+          // Nibble n: columns 4n .. 4n + 3, its first value after the low nibble's.
+          const f::RegPair lo = permuted_nibble(stage, byte & 0xFu, at);
+          const f::RegPair hi = permuted_nibble(stage, byte >> 4, at + f::popcount32(byte & 0xFu));
+          const uint32_t out[4] = {lo.lo, lo.hi, hi.lo, hi.hi};
           const int t = j / 4, q = j % 4;
           const int64_t row = g.gm * 64 + (t / 4) * 16 + (q & 1) * 8 + 4 * h + i;
           const int64_t col = g.gk * 64 + (t % 4) * 16 + (q >> 1) * 8;
