@@ -8,19 +8,17 @@ B, so drift between machines does not enter). Prints a markdown table of B / A p
 sparsity, one column per N: the minimum and maximum over the benchmarked shapes. --rows also
 prints every problem. Only rows with status ok count; kernels default to all but the baselines.
 """
-import csv
 import sys
 from collections import defaultdict
+
+import bench_csv
 
 
 def load(paths):
     times = defaultdict(list)
     for path in paths.split(","):
-        lines = [l for l in open(path) if not l.startswith("#")]
-        for r in csv.DictReader(lines):
-            if r["status"] == "ok":
-                key = (r["kernel"], r["shape"], int(r["N"]), r["sparsity"])
-                times[key].append(float(r["us"]))
+        for r in bench_csv.ok_rows(path):
+            times[(r["kernel"], r["shape"], int(r["N"]), r["sparsity"])].append(float(r["us"]))
     return {k: sum(v) / len(v) for k, v in times.items()}
 
 

@@ -7,7 +7,7 @@ Prints one row per (shape, sparsity, N): every kernel's µs, the fastest sparse 
 its speedup against cuBLAS of the same run. Given an earlier run, also prints (to stderr) each
 kernel's time ratio earlier / this over the rows both runs have: median and range.
 """
-import csv
+import bench_csv
 import statistics
 import sys
 
@@ -17,10 +17,8 @@ KERNELS = ["dense.cublas", "tca_bme.mma", "tca_bme.wgmma", "tca_bme.wgmma_smem",
 
 
 def load(path):
-    with open(path) as f:
-        rows = csv.DictReader(line for line in f if not line.startswith("#"))
-        return {(r["shape"], r["kernel"], r["N"], r["sparsity"]): float(r["us"])
-                for r in rows if r["status"] == "ok" and r["kernel"] in KERNELS}
+    return {(r["shape"], r["kernel"], r["N"], r["sparsity"]): float(r["us"])
+            for r in bench_csv.ok_rows(path) if r["kernel"] in KERNELS}
 
 
 def main():

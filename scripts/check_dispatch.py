@@ -21,11 +21,12 @@ kernel choice as the GPU ran it, with the table compiled into that binary).
 usage: scripts/check_dispatch.py [--medians] TABLE.inc FILE.csv [FILE.csv ...]
        scripts/check_dispatch.py --measured FILE.csv [FILE.csv ...]
 """
-import csv
 import math
 import re
 import sys
 from collections import defaultdict
+
+import bench_csv
 
 
 MAX_ROWS_LOG2, MAX_COLS_LOG2 = 1.0, 0.5  # rule_table.cpp's kMaxRowsLog2, kMaxColsLog2
@@ -86,9 +87,9 @@ def read_runs(paths):
     """(row, dependent) for every ok row of a format in the CSVs (cuSPARSE's left out); dependent:
     the run used --dependent-launch (its `# command:` header line says so)."""
     for path in paths:
-        text = open(path).readlines()
-        dependent = any(l.startswith("# command:") and "--dependent-launch" in l for l in text)
-        for r in csv.DictReader(l for l in text if not l.startswith("#")):
+        header, rows = bench_csv.read(path)
+        dependent = any(l.startswith("# command:") and "--dependent-launch" in l for l in header)
+        for r in rows:
             if r["status"] == "ok" and r["format"] not in ("-", "") and not r["kernel"].startswith("cusparse"):
                 yield r, dependent
 

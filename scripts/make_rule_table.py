@@ -15,9 +15,10 @@ usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...] F
 the reason into the generated file: for a choice the kernel benchmark makes but a measured client
 (the engine) contradicts.
 """
-import csv
 import statistics
 import sys
+
+import bench_csv
 
 
 def main() -> int:
@@ -37,14 +38,13 @@ def main() -> int:
     gpu, dates = "unknown", set()
     for path in paths:  # a later file's cells replace an earlier file's (newer measurements win)
         file_cells = {}
-        with open(path) as f:
-            lines = [l for l in f if not l.startswith("#") or l.startswith("# gpu:") or l.startswith("# date:")]
-        for l in lines:
+        header, rows = bench_csv.read(path)
+        for l in header:
             if l.startswith("# gpu:"):
                 gpu = l[len("# gpu:"):].strip().split(" (")[0]
             elif l.startswith("# date:"):
                 dates.add(l[len("# date:"):].strip()[:10])
-        for row in csv.DictReader(l for l in lines if not l.startswith("#")):
+        for row in rows:
             if row["status"] != "ok" or row["format"] in ("-", "") or not row["speedup_vs_cublas"]:
                 continue
             if row["kernel"].startswith("cusparse") or row["kernel"].startswith("matmul"):

@@ -65,8 +65,8 @@ TEST(Dispatch, PicksASparseFormatWhereTheTableSaysItWins) {
 // A weight at or near a benchmarked shape (rows within 2x, columns within sqrt(2)) takes that
 // shape's cells; any other weight, or a query without a shape, the medians over shapes. The
 // reason names which. The shipped table was benchmarked on 4096x4096, 11008x4096, 4096x11008 and
-// 28672x8192. (Dense weights never consult the table: density 1 is no measured sparsity, so the
-// registry's N ranges choose dense.gemv or dense.cublas.)
+// 28672x8192. (Dense weights take only a nearby shape's cells, never the medians: the dense test
+// below.)
 TEST(Dispatch, ABenchmarkedShapeTakesItsOwnCells) {
   auto reason = [](int64_t rows, int64_t cols) {
     auto k = pick_kernel(Format::tca_bme, 0.5, 32, rows, cols);
