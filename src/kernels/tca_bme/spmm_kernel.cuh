@@ -81,7 +81,11 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   __shared__ uint4 records[4][16];
   __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble
 
-  let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
+  // The next kernel's blocks may take SM slots this grid leaves free. Letting it launch only after
+  // the main loop made this kernel 0.73-1.02x the time when it follows itself under a dependent
+  // launch (split-K grids of 4096-row weights gain most) but the 7B engine at batch 32, where it
+  // follows norms and attention, 4733 -> 4687 t/s (H100, session 22): kept here.
+  let_next_launch();
   const int split = blockIdx.x, n0 = blockIdx.y * BLK_N, gm = blockIdx.z;
   const int kb = int(int64_t(w.groups_k) * split / splits);
   const int ke = int(int64_t(w.groups_k) * (split + 1) / splits);
@@ -104,7 +108,9 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   };
   const tc::XTileCopy<BLK_N, THREADS, typename Cfg::XLayout> copy_x(a, n0, stage_x(0));
 
-  auto load_stage = [&](int step) {
+  // A stage is the group's weight (bitmaps, values) and its X tile; under a dependent launch the
+  // weight may be copied before the previous kernel finishes, X only after.
+  auto load_weight = [&](int step) {
     const int slot = step % STAGES;
     const int64_t g = g0 + step;
     if (threadIdx.x < 32) {
@@ -120,7 +126,14 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     for (int c = threadIdx.x; c < chunks; c += THREADS, src += THREADS * 8, dst += THREADS * 16) {
       tc::cp_async16(dst, src);
     }
+  };
+  auto load_x = [&](int step) {
+    const int slot = step % STAGES;
     copy_x(stage_x(slot), uint32_t(slot) * stage_bytes, a, n0, (kb + step) * tc::kTileK);
+  };
+  auto load_stage = [&](int step) {
+    load_weight(step);
+    load_x(step);
   };
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -133,14 +146,21 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   for (int i = 0; i < BLK_N / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
   // A dependent launch may start while the kernel that writes X still runs: the offsets above
-  // are read before the wait, the first stages after it, one commit group each. Issuing those
-  // stages' weights before the wait (their X after it) measured 1.10-1.13x the time at N = 8
-  // with all of them in one commit group, 1.03-1.13x at N = 8..128 with a group per X tile
-  // (H100, session 12): the first step then waits for more than its own stage.
+  // and the first stage's weight are read before the wait, the first stage's X and the other
+  // stages after it, one commit group per stage (the first step waits for its own stage only).
+  // Issuing every prologue stage's weight before the wait measured 1.10-1.13x the time at N = 8
+  // with all of them in one commit group, 1.03-1.13x at N = 8..128 with a group per X tile; the
+  // first stage's weight alone (this code) 0.96-1.01x at N = 8 and 0.96-0.99x at N = 32 under
+  // `sparrow bench --dependent-launch`, 0.99-1.01x without, and the 7B engine at batch 32 (50 %)
+  // 4627 -> 4691 t/s (H100, session 22, same call).
+  if (steps > 0) load_weight(0);
   wait_for_previous();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) load_stage(s);
+    if (s < steps) {
+      if (s > 0) load_weight(s);
+      load_x(s);
+    }
     tc::cp_async_commit();
   }
   for (int step = 0; step < steps; ++step) {
