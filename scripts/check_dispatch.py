@@ -33,13 +33,15 @@ MAX_ROWS_LOG2, MAX_COLS_LOG2 = 1.0, 0.5  # rule_table.cpp's kMaxRowsLog2, kMaxCo
 
 
 def load_cells(path):
-    """(format, kernel, n, sparsity, speedup, rows, cols); rows = cols = 0: the median over shapes."""
+    """(format, kernel, n, sparsity, speedup, rows, cols, plain_only); rows = cols = 0: the median
+    over shapes; plain_only: a dependent launch skips the cell (rule_table.cpp's Cell)."""
     cells = []
     for line in open(path):
-        m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), (\d+), (\d+), ([\d.]+), (\d+)\},',
-                     line)
+        m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), (\d+), (\d+), ([\d.]+), (\d+)'
+                     r'(, true)?\},', line)
         if m:
-            cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[7]), int(m[5]), int(m[6])))
+            cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[7]), int(m[5]), int(m[6]),
+                          m[9] is not None))
     return cells
 
 
@@ -123,7 +125,7 @@ def main():
         return measured(args[1:])
     medians = "--medians" in args
     args = [a for a in args if a != "--medians"]
-    cells = load_cells(args[0])
+    all_cells = load_cells(args[0])
     rows = defaultdict(list)
     dependent = {}  # problem -> its run used --dependent-launch
     for r, dep in read_runs(args[1:]):
@@ -137,6 +139,7 @@ def main():
     for key, rs in sorted(rows.items()):
         shape, n, s, pattern = key
         m, k = (0, 0) if medians else (int(rs[0]["M"]), int(rs[0]["K"]))
+        cells = [c for c in all_cells if not (dependent[key] and c[7])]
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}

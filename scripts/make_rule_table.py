@@ -8,12 +8,15 @@ dispatcher reads these rows to pick a kernel per (format, N, shape) and a format
 weight near a measured shape (rule_table.cpp says how near) takes that shape's cells, any other
 weight the medians. Only rows with status ok are used.
 
-usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...] FILE.csv [FILE.csv ...]
+usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...]
+           [--leave-out-dependent KERNEL:NMAX:REASON ...] FILE.csv [FILE.csv ...]
        (later files win per cell)
 
 --leave-out drops KERNEL's cells at N <= NMAX, so the dispatcher never picks it there, and writes
 the reason into the generated file: for a choice the kernel benchmark makes but a measured client
-(the engine) contradicts.
+(the engine) contradicts. --leave-out-dependent marks those cells plain-launch only (a trailing
+`true`): a dependent launch (MatmulOptions::dependent_launch, the engine's) skips them, a plain
+launch (what the table's runs measured) keeps them.
 """
 import statistics
 import sys
@@ -26,12 +29,12 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out_path, args = sys.argv[1], sys.argv[2:]
-    leave_out, paths = [], []
+    leave_out, plain_only, paths = [], [], []
     while args:
         a = args.pop(0)
-        if a == "--leave-out":
+        if a in ("--leave-out", "--leave-out-dependent"):
             kernel, nmax, reason = args.pop(0).split(":", 2)
-            leave_out.append((kernel, int(nmax), reason))
+            (leave_out if a == "--leave-out" else plain_only).append((kernel, int(nmax), reason))
         else:
             paths.append(a)
     cells = {}
@@ -70,13 +73,17 @@ def main() -> int:
         out.write("// (rows, cols 0) (fp16, random pattern, cold L2, CUDA-graph replay). Do not edit by hand.\n")
         for kernel, nmax, reason in leave_out:
             out.write("// Left out: %s at N <= %d: %s\n" % (kernel, nmax, reason))
+        for kernel, nmax, reason in plain_only:
+            out.write("// Left out on a dependent launch (cells marked true): %s at N <= %d: %s\n"
+                      % (kernel, nmax, reason))
         out.write('#define SPARROW_RULE_TABLE_GPU "%s"\n' % gpu)
         out.write('#define SPARROW_RULE_TABLE_DATE "%s"\n' % ",".join(sorted(dates)))
         rows = [(k, v, 1) for k, v in shaped.items()]
         rows += [(k, statistics.median(v), len(v)) for k, v in over.items()]
         for (fmt, kernel, n, s, m, kk), v, count in sorted(rows):
-            out.write('{Format::%s, "%s", %d, %.2f, %d, %d, %.4f, %d},\n'
-                      % (fmt, kernel, n, s, m, kk, v, count))
+            marked = any(kernel == k and n <= nmax for k, nmax, _ in plain_only)
+            out.write('{Format::%s, "%s", %d, %.2f, %d, %d, %.4f, %d%s},\n'
+                      % (fmt, kernel, n, s, m, kk, v, count, ", true" if marked else ""))
     print("wrote %d cells (%d per shape, %d over shapes) to %s"
           % (len(rows), len(shaped), len(over), out_path))
     return 0

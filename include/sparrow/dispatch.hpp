@@ -22,11 +22,15 @@ struct KernelPick {
 
 // The kernel matmul runs for a weight of format `f`, this density and shape (rows x cols; 0 x 0:
 // unknown, the medians over the benchmarked shapes) at N tokens, given a workspace large enough
-// for every kernel (matmul skips kernels whose workspace it was not given), launched plainly (a
-// dependent launch may choose another kernel for a dense weight: MatmulOptions::dependent_launch).
-// Fails with unsupported when the build has no GPU kernel for the format.
+// for every kernel (matmul skips kernels whose workspace it was not given), for a call with
+// MatmulOptions::input_rms (`input_rms`: the fastest kernel that can take it unless another
+// measured more than 1.1x faster, since it would bring a norm kernel back) or without, launched
+// plainly or as a dependent launch (MatmulOptions::dependent_launch: a dense weight takes the
+// registry's kernel for N, and kernels the engine measured slower than the table's plain runs
+// predicted are left out). Fails with unsupported when the build has no GPU kernel for the format.
 Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows = 0,
-                               int64_t cols = 0);
+                               int64_t cols = 0, bool input_rms = false,
+                               bool dependent_launch = false);
 
 struct FormatPick {
   Format format = Format::dense;

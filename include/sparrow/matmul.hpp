@@ -24,13 +24,15 @@ struct MatmulOptions {
   // engine's decode step). Set it only when no kernel right before the call writes the weight.
   // Kernels without a dependent-launch path ignore it; SPARROW_PDL=0 turns it off everywhere. It
   // also picks a dense weight's kernel as measured under it (dense.gemv up to 8 tokens; a plain
-  // launch takes cuBLAS on shapes where dense.gemv measured slower plainly).
+  // launch takes cuBLAS on shapes where dense.gemv measured slower plainly) and leaves out
+  // kernels the engine measured slower under it than plain runs predicted (tca_bme.mma at N <= 8).
   bool dependent_launch = false;
   // RMSNorm of X inside the matmul: Y = diag(1 / rms(X)) * X * W^T with rms(x) =
   // sqrt(mean(x^2) + rms_eps) over each row's K elements, i.e. the matmul of RMSNorm(X) when the
   // norm's gain is already folded into W's columns (scale_columns). It saves a decode step the
-  // separate norm kernel. Only some kernels take it (matmul_takes_input_rms); matmul refuses it
-  // with unsupported where the kernel it would run does not.
+  // separate norm kernel. Only some kernels take it (matmul_takes_input_rms); with it matmul
+  // runs the fastest measured kernel that does unless another measured more than 1.1x faster,
+  // and refuses it with unsupported where the kernel it would run does not take it.
   bool input_rms = false;
   float rms_eps = 0.0f;  // >= 0
 };
@@ -43,8 +45,8 @@ struct MatmulOptions {
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt = {});
 
-// Whether the kernel matmul would run for this weight at N = n with these options takes
-// MatmulOptions::input_rms (host-side, no GPU needed): dense.gemv, tca_bme.decode, and
+// Whether matmul, asked for MatmulOptions::input_rms with these options otherwise, runs a kernel
+// that takes it for this weight at N = n (host-side, no GPU needed): dense.gemv, tca_bme.decode, and
 // macko.warp_row where it runs its row kernels (N = 1; 2..4 on K <= 8192; 5..8 there too for
 // weights with >= 64 rows per SM at density >= 0.25, the SM count of the current GPU, or one
 // without a GPU).

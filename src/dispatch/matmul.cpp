@@ -11,8 +11,8 @@ namespace sparrow {
 
 Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, Stream stream,
               const MatmulOptions& opt) {
-  const kernels::KernelInfo* k =
-      choose_kernel(w, x.rows, opt.workspace ? opt.workspace_bytes : 0, opt.dependent_launch);
+  const kernels::KernelInfo* k = choose_kernel(w, x.rows, opt.workspace ? opt.workspace_bytes : 0,
+                                               opt.dependent_launch, opt.input_rms);
   if (k == nullptr) {
     return unsupported(std::string("no GPU kernel for the ") + format_name(format_of(w)) +
                        " format in this build");
@@ -25,8 +25,9 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
 }
 
 bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt) {
+  // The kernel matmul would run if asked for input_rms (opt.input_rms itself does not matter).
   const kernels::KernelInfo* k =
-      choose_kernel(w, n, opt.workspace ? opt.workspace_bytes : 0, opt.dependent_launch);
+      choose_kernel(w, n, opt.workspace ? opt.workspace_bytes : 0, opt.dependent_launch, true);
   return k != nullptr && kernels::takes_input_rms(*k, w, n);
 }
 

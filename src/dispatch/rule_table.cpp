@@ -14,7 +14,12 @@
 // few percent either way, so the medians over shapes would decide by noise), else the registry's
 // N ranges (dense.gemv up to 8 tokens); on a dependent launch (the engine's) always the registry's
 // ranges: with it dense.gemv measured 0.81-0.98x cuBLAS's time on all three shapes run (session
-// 18), and the table's cells are plain launches.
+// 18), and the table's cells are plain launches. Cells marked plain_only (tca_bme.mma at N <= 8:
+// faster than tca_bme.decode alone, slower in the 7B engine, scripts/rule-table.sh) are skipped
+// on a dependent launch. A caller that normalises X inside the matmul
+// (MatmulOptions::input_rms, the engine's folded RMSNorm) takes the fastest kernel that honours it
+// unless another measured more than kFoldedNormMargin faster: the other kernel would bring the
+// norm kernel back.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -36,6 +41,9 @@ struct Cell {
   int64_t rows, cols;  // the benchmarked shape; 0, 0: the median over shapes
   double speedup;
   int shapes;  // shapes behind the value
+  // Plain launches only: the engine (dependent launch) measured the kernel slower here than the
+  // table's plain runs predicted (scripts/rule-table.sh's --leave-out-dependent).
+  bool plain_only = false;
 };
 
 // A cell speaks for sparsities within this distance of its own (cells are 0.2 apart).
@@ -45,6 +53,12 @@ constexpr double kMaxSparsityDistance = 0.1;
 // 32000 x 4096 lm_head none (the medians).
 constexpr double kMaxRowsLog2 = 1.0;
 constexpr double kMaxColsLog2 = 0.5;
+// How much faster (speedup ratio) a kernel without input_rms must have measured to be chosen over
+// the fastest one with it when the caller folds a norm. The norm kernel it brings back costs ~2.4
+// us per call in a 7B decode step (EngineOpsTiming, H100), 4-7 % of the stacked q/k/v and gate/up
+// matmuls it feeds at 8 tokens; the 7B engine at batch 8 ran 5-10 % slower with tca_bme.mma there
+// (1.07x tca_bme.decode's speed alone on 11008 x 4096) than with tca_bme.decode (sessions 13, 21).
+constexpr double kFoldedNormMargin = 1.10;
 
 // log2 distance of a weight's shape to a cell's, or a negative value when the cell's shape does
 // not speak for it (or is the over-shapes median, or the weight's shape is unknown).
@@ -66,6 +80,12 @@ std::string fmt(const char* f, double a) {
   return buf;
 }
 
+// Whether kernel k honours MatmulOptions::input_rms on weight w at N = n (no weight: whether it
+// can for some weight).
+bool takes_rms(const kernels::KernelInfo& k, const Weight* w, int64_t n) {
+  return w != nullptr ? kernels::takes_input_rms(k, *w, n) : k.input_rms != nullptr;
+}
+
 // Whether matmul may run kernel k on weight w (null: any weight) with this much workspace: kernels
 // that need a workspace are chosen only when they get enough for one pass, as measured; kernels
 // for another GPU architecture (tca_bme.wgmma off Hopper) are never chosen for a weight.
@@ -78,30 +98,35 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
 // The fastest measured cell for (format, n, sparsity, shape) among usable kernels in this build:
 // the log-nearest measured N within 2x, then the nearest measured sparsity, then the nearest
 // benchmarked shape that speaks for rows x cols (else, unless `shape_only`, the medians over
-// shapes; also when none of that shape's kernels is usable here). Null when nothing close was
+// shapes; also when none of that shape's kernels is usable here); with `input_rms` the fastest
+// that takes it unless another is more than kFoldedNormMargin faster. Null when nothing close was
 // measured. No allocation:
 // matmul calls this on every launch. make_rule_table.py writes a median cell for every measured
 // (format, kernel, N, sparsity), so the N and sparsity searches read only those (a fifth of the
 // table; the per-shape cells made the table five times larger).
 const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                      const Weight* w, size_t workspace_bytes, bool shape_only) {
+                      const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
+                      bool dependent_launch) {
+  auto seen = [&](const Cell& c) {
+    return c.format == f && !(dependent_launch && c.plain_only);
+  };
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
   int64_t best_n = -1;
   for (const Cell& c : kCells) {
-    if (c.format != f || c.rows != 0) continue;
+    if (!seen(c) || c.rows != 0) continue;
     const double dn = std::fabs(std::log2(double(c.n)) - log2_n);
     if (dn < best_dn) best_dn = dn, best_n = c.n;
   }
   if (best_n < 0 || best_dn > 1.0) return nullptr;
   double best_ds = 1e9;
   for (const Cell& c : kCells) {
-    if (c.format == f && c.n == best_n && c.rows == 0)
+    if (seen(c) && c.n == best_n && c.rows == 0)
       best_ds = std::fmin(best_ds, std::fabs(c.sparsity - sparsity));
   }
   if (best_ds > kMaxSparsityDistance) return nullptr;  // never extrapolate far in sparsity
   auto here = [&](const Cell& c) {
-    return c.format == f && c.n == best_n && std::fabs(c.sparsity - sparsity) == best_ds;
+    return seen(c) && c.n == best_n && std::fabs(c.sparsity - sparsity) == best_ds;
   };
   // The nearest benchmarked shape that speaks for this weight (0 x 0: none, the medians).
   int64_t shape_rows = 0, shape_cols = 0;
@@ -113,13 +138,17 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   }
   auto fastest = [&](int64_t r, int64_t k_cols) {
     const Cell* best = nullptr;
+    const Cell* best_rms = nullptr;  // the fastest that takes input_rms (asked for only)
     for (const Cell& c : kCells) {
       if (!here(c) || c.rows != r || c.cols != k_cols) continue;
       const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
       if (k == nullptr) continue;  // measured, not in this build
       if (!usable(*k, w, workspace_bytes)) continue;
       if (!best || c.speedup > best->speedup) best = &c;
+      if (input_rms && takes_rms(*k, w, n) && (!best_rms || c.speedup > best_rms->speedup))
+        best_rms = &c;
     }
+    if (best_rms && best_rms->speedup * kFoldedNormMargin >= best->speedup) return best_rms;
     return best;
   };
   const Cell* best = shape_rows > 0 ? fastest(shape_rows, shape_cols) : nullptr;
@@ -129,11 +158,12 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
 // The cell that decides a weight's kernel (header comment): for dense weights only a nearby
 // benchmarked shape's, and none on a dependent launch.
 const Cell* deciding_cell(Format f, double density, int64_t n, int64_t rows, int64_t cols,
-                          bool dependent_launch, const Weight* w = nullptr,
+                          bool dependent_launch, bool input_rms, const Weight* w = nullptr,
                           size_t workspace_bytes = 0) {
   const bool dense = f == Format::dense;
   if (dense && dependent_launch) return nullptr;
-  return best_cell(f, 1.0 - density, n, rows, cols, w, workspace_bytes, dense);
+  return best_cell(f, 1.0 - density, n, rows, cols, w, workspace_bytes, dense, input_rms,
+                   dependent_launch);
 }
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
@@ -172,27 +202,34 @@ double density_of(const Weight& w) {
 }
 
 const kernels::KernelInfo* choose_kernel(const Weight& w, int64_t n, size_t workspace_bytes,
-                                         bool dependent_launch) {
+                                         bool dependent_launch, bool input_rms) {
   const Format f = format_of(w);
   const Shape& s = shape_of(w);
-  if (const Cell* c = deciding_cell(f, density_of(w), n, s.rows, s.cols, dependent_launch, &w,
-                                    workspace_bytes))
+  if (const Cell* c = deciding_cell(f, density_of(w), n, s.rows, s.cols, dependent_launch,
+                                    input_rms, &w, workspace_bytes))
     return kernels::find_kernel(c->kernel);
   return fallback_kernel(f, n, &w, workspace_bytes);
 }
 
-Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows, int64_t cols) {
+Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows, int64_t cols,
+                               bool input_rms, bool dependent_launch) {
   KernelPick pick;
-  if (const Cell* c = deciding_cell(f, density, n, rows, cols, false)) {
+  if (const Cell* c = deciding_cell(f, density, n, rows, cols, dependent_launch, input_rms)) {
     pick.kernel = c->kernel;
     pick.measured_speedup = c->speedup;
-    pick.reason = "fastest measured " + std::string(format_name(f)) + " kernel near N=" +
+    pick.reason = std::string(input_rms ? "for input_rms, the fastest measured kernel taking it "
+                                          "(unless another is " +
+                                              fmt("%.2fx", kFoldedNormMargin) + " faster), "
+                                        : "fastest measured ") +
+                  format_name(f) + " kernel near N=" +
                   std::to_string(c->n) + ", sparsity " + fmt("%.2f", c->sparsity) +
                   (c->rows > 0 ? ", on " + std::to_string(c->rows) + "x" + std::to_string(c->cols)
                                : ", median over " + std::to_string(c->shapes) + " shapes") +
                   ": " + fmt("%.2fx", c->speedup) + " cuBLAS on " + rule_table_gpu() +
                   (f == Format::dense ? " (plain launch; a dependent launch takes the registry's "
                                         "kernel for N)"
+                   : dependent_launch ? " (dependent launch: kernels the engine measured slower "
+                                        "that way left out)"
                                       : "");
     return pick;
   }

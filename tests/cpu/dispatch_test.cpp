@@ -121,8 +121,7 @@ TEST(Dispatch, MatmulChoosesByTheWeightsShape) {
 // benchmarked shape (4096x11008 and 28672x8192 at N = 1..8: 1.02-1.06x cuBLAS's time in the
 // table's run), dense.gemv where it measured faster (4096x4096, 11008x4096) and where no
 // benchmarked shape is near (the registry's N range); a dependent launch (the engine's) always
-// runs dense.gemv up to 8 tokens, as measured with dependent launch. matmul_takes_input_rms
-// follows the same choice (dense.gemv normalises its input, cuBLAS does not).
+// runs dense.gemv up to 8 tokens, as measured with dependent launch.
 TEST(Dispatch, DenseWeightsTakeCublasWhereGemvMeasuredSlower) {
   for (int64_t n : {1, 2, 4, 8}) {
     auto big = pick_kernel(Format::dense, 1.0, n, 28672, 8192);
@@ -147,8 +146,11 @@ TEST(Dispatch, DenseWeightsTakeCublasWhereGemvMeasuredSlower) {
     EXPECT_STREQ(plain->name, "dense.cublas") << "N=" << n;
     EXPECT_STREQ(dependent->name, "dense.gemv") << "N=" << n;
   }
+  // A caller that folds a norm gets dense.gemv on either launch: cuBLAS measured faster by less
+  // than the norm kernel it would bring back (rule_table.cpp's kFoldedNormMargin).
   MatmulOptions opt;
-  EXPECT_FALSE(matmul_takes_input_rms(w.value(), 1, opt));
+  EXPECT_STREQ(choose_kernel(w.value(), 1, 0, false, true)->name, "dense.gemv");
+  EXPECT_TRUE(matmul_takes_input_rms(w.value(), 1, opt));
   opt.dependent_launch = true;
   EXPECT_TRUE(matmul_takes_input_rms(w.value(), 1, opt));
   // Beyond dense.gemv's N range both launches run cuBLAS.
@@ -196,10 +198,10 @@ TEST(Dispatch, WorkspaceKernelsOnlyWithEnoughWorkspace) {
   }
 }
 
-// matmul_takes_input_rms answers for the kernel matmul would run (no GPU needed): dense.gemv and
-// tca_bme.decode everywhere they are chosen, macko.warp_row where it runs its row kernels (N = 1..4
-// on K <= 8192, and N = 5..8 for weights with >= 64 rows per SM: without a GPU the rule counts
-// one SM), nothing else.
+// matmul_takes_input_rms answers for the kernel matmul would run when asked for input_rms (no GPU
+// needed): dense.gemv and tca_bme.decode everywhere they are chosen, macko.warp_row where it runs
+// its row kernels (N = 1..4 on K <= 8192, and N = 5..8 for weights with >= 64 rows per SM: without
+// a GPU the rule counts one SM), nothing else.
 TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   const HostMatrix h = patterns::random(DType::fp16, 300, 200, 0.5, 4);
   const auto dev = kernels::current_device_info();
@@ -208,7 +210,7 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
     auto w = encode(f, h.view());
     ASSERT_TRUE(w.ok());
     for (int64_t n : {1, 2, 4, 5, 8, 16, 64, 512}) {
-      const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0);
+      const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0, false, /*input_rms=*/true);
       ASSERT_NE(k, nullptr);
       const std::string name = k->name;
       const bool expected =
@@ -231,31 +233,68 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   EXPECT_FALSE(matmul_takes_input_rms(m.value(), 16));
 }
 
-// The shipped table leaves tca_bme.mma out at N <= 8 and tca_bme.wgmma at N <= 32
-// (scripts/rule-table.sh: the 7B engine at batch 8 ran slower with tca_bme.mma than with
-// tca_bme.decode, sessions 13 and 21; at batch 32 slower with tca_bme.wgmma on o_proj / down_proj
-// than with tca_bme.mma, session 21), so a tca_bme weight keeps the kernel that takes input_rms up
-// to 8 tokens and runs tca_bme.mma at 16 and 32, over shapes and on each of the 7B's layers. A
-// regenerated table that drops a leave-out fails here. (No weight is passed, so a Hopper-only
-// kernel counts as usable even on a machine without a GPU.)
-TEST(Dispatch, TcaBmeKeepsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
+// What the 7B engine's tca_bme layers run (scripts/rule-table.sh, rule_table.cpp). The engine
+// launches every matmul as a dependent launch, and there tca_bme.mma is left out up to 8 tokens
+// (the engine at batch 8 ran slower with it than with tca_bme.decode on every layer, on the
+// 4096- and 11008-row layers and on o_proj alone: sessions 13, 21, 22), so every layer runs
+// tca_bme.decode, with or without input_rms; a plain launch of o_proj (4096 x 4096) takes
+// tca_bme.mma, 1.3x faster alone. tca_bme.mma at 16 and 32 everywhere: tca_bme.wgmma is left out
+// at N <= 32 (the engine at batch 32 ran slower with it on o_proj / down_proj, session 21). A
+// regenerated table or a rule that changes these fails here. (No weight is passed, so a
+// Hopper-only kernel counts as usable even on a machine without a GPU.)
+TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
   const int64_t layers[][2] = {{0, 0}, {12288, 4096}, {4096, 4096}, {22016, 4096}, {4096, 11008}};
+  auto at = [](double d, const int64_t* l, int64_t n, bool rms) {
+    return "density " + std::to_string(d) + " " + std::to_string(l[0]) + "x" +
+           std::to_string(l[1]) + " N=" + std::to_string(n) + (rms ? " input_rms" : "");
+  };
   for (double d : {0.5, 0.3, 0.1}) {
     for (const auto& l : layers) {
-      const std::string at = "density " + std::to_string(d) + " " + std::to_string(l[0]) + "x" +
-                             std::to_string(l[1]);
-      for (int64_t n : {1, 2, 3, 4, 5, 8}) {
-        auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1]);
-        ASSERT_TRUE(k.ok()) << "N=" << n;
-        EXPECT_EQ(k->kernel.rfind("tca_bme.decode", 0), 0u) << at << " N=" << n << ": " << k->reason;
-      }
-      for (int64_t n : {16, 32}) {
-        auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1]);
-        ASSERT_TRUE(k.ok()) << "N=" << n;
-        EXPECT_EQ(k->kernel, "tca_bme.mma") << at << " N=" << n << ": " << k->reason;
+      for (bool rms : {false, true}) {
+        for (int64_t n : {1, 2, 3, 4, 5, 8}) {
+          auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1], rms, /*dependent_launch=*/true);
+          ASSERT_TRUE(k.ok()) << at(d, l, n, rms);
+          EXPECT_EQ(k->kernel.rfind("tca_bme.decode", 0), 0u) << at(d, l, n, rms) << ": "
+                                                              << k->reason;
+        }
+        for (int64_t n : {16, 32}) {
+          for (bool dependent : {false, true}) {
+            auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1], rms, dependent);
+            ASSERT_TRUE(k.ok()) << at(d, l, n, rms);
+            EXPECT_EQ(k->kernel, "tca_bme.mma") << at(d, l, n, rms) << ": " << k->reason;
+          }
+        }
       }
     }
+    const int64_t o_proj[2] = {4096, 4096};
+    auto o = pick_kernel(Format::tca_bme, d, 8, o_proj[0], o_proj[1]);
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(o->kernel, "tca_bme.mma") << at(d, o_proj, 8, false) << ": " << o->reason;
   }
+}
+
+// A caller that folds a norm keeps a kernel that takes input_rms unless another measured more
+// than 1.1x faster; without input_rms the fastest runs. At 8 tokens on a weight far from every
+// benchmarked shape (the medians) tca_bme.mma measured faster than tca_bme.decode by less than
+// that; matmul and matmul_takes_input_rms agree with the choice.
+TEST(Dispatch, FoldedNormKeepsAnInputRmsKernelWithinTheMargin) {
+  auto w = encode(Format::tca_bme, patterns::random(DType::fp16, 300, 200, 0.5, 8).view());
+  ASSERT_TRUE(w.ok());
+  const kernels::KernelInfo* plain = choose_kernel(w.value(), 8, 0, false, false);
+  const kernels::KernelInfo* folded = choose_kernel(w.value(), 8, 0, false, true);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(folded, nullptr);
+  EXPECT_STREQ(plain->name, "tca_bme.mma");
+  EXPECT_STREQ(folded->name, "tca_bme.decode");
+  // A dependent launch (the engine's) leaves tca_bme.mma out up to 8 tokens either way.
+  EXPECT_STREQ(choose_kernel(w.value(), 8, 0, true, false)->name, "tca_bme.decode");
+  EXPECT_TRUE(matmul_takes_input_rms(w.value(), 8));
+  auto p = pick_kernel(Format::tca_bme, 0.5, 8);
+  auto r = pick_kernel(Format::tca_bme, 0.5, 8, 0, 0, true);
+  ASSERT_TRUE(p.ok() && r.ok());
+  EXPECT_LT(p->measured_speedup, r->measured_speedup * 1.1);  // inside the margin
+  EXPECT_GT(p->measured_speedup, r->measured_speedup);        // but faster alone
+  EXPECT_NE(r->reason.find("input_rms"), std::string::npos) << r->reason;
 }
 
 // A kernel for another GPU architecture (tca_bme.wgmma: compute capability 9.0 only) is never
