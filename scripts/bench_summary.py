@@ -2,14 +2,15 @@
 """Short decode summary of a `sparrow bench --json` file: per problem, cuBLAS, the fastest kernel
 and the fastest sparse kernel, with speedups and % of the bandwidth floor. Standard library only.
 
-usage: scripts/bench_summary.py BENCH.json
+usage: scripts/bench_summary.py BENCH.json   (or BENCH.json.xz)
 """
 import json
+import lzma
 import sys
 
 
 def main(path):
-    with open(path) as f:
+    with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as f:
         data = json.load(f)
     rows = data["rows"]
     print(f"{path}: {data['device']['name']}, read bandwidth {data['read_bandwidth_gbps']:.0f} GB/s, "

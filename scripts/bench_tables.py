@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables for bench/RESULTS.md from `sparrow bench --json` files (standard library only).
 
-usage: scripts/bench_tables.py RANDOM.json [MAGNITUDE.json|MAGNITUDE.csv]
+usage: scripts/bench_tables.py RANDOM.json [MAGNITUDE.json|MAGNITUDE.csv]   (or FILE.json.xz)
 
 Prints: the run's header, the stream-read rows, cuBLAS per shape and N, every kernel at N = 1
 (us, % of floor, speedup vs cuBLAS), the fastest sparse kernel per problem, and, given a
@@ -10,6 +10,8 @@ magnitude file, each sparse kernel's magnitude/random time ratio.
 import csv
 import json
 import sys
+
+from bench_csv import open_text
 
 
 def number(v):
@@ -23,9 +25,10 @@ def number(v):
 
 
 def load(path):
-    """A bench --json file, or a --csv file as {"rows": [...]} (empty cells left out)."""
-    with open(path) as f:
-        if not path.endswith(".csv"):
+    """A bench --json file, or a --csv file as {"rows": [...]} (empty cells left out); either may
+    be xz-compressed (FILE.json.xz)."""
+    with open_text(path) as f:
+        if not path.removesuffix(".xz").endswith(".csv"):
             return json.load(f)
         lines = [line for line in f if not line.startswith("#")]
     return {"rows": [{k: number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(lines)]}

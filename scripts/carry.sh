@@ -7,10 +7,12 @@
 # then run on the device:  bash DEST/scripts/gpu-test.sh DEST/bin
 # With CARRY_GZIP=1 the binaries travel gzipped (~6 MB each instead of ~22; unpack them there
 # first: gunzip -f DEST/bin/*.gz), with CARRY_XZ=1 compressed by xz (~3.6 MB each; unxz -f
-# DEST/bin/*.xz). CARRY_BINS="sparrow_gpu_tests" stages only the named binaries: the 64 MiB limit
-# counts the working tree too (~17 MB), so tinyllama-py (~43 MB with xz -9e, 44 with gzip) fits
-# next to one binary, not two. gpu-test.sh needs both; a call that only runs the test binary on
-# tinyllama-py needs one.
+# DEST/bin/*.xz). CARRY_BINS="sparrow_gpu_tests" stages only the named binaries. CARRY_TINYLLAMA=1
+# also stages tinyllama-py ($SPARROW_TINYLLAMA or ../shared/models/tinyllama-py) as
+# DEST/tinyllama-py.tar.xz (41 MiB); there: tar xJf DEST/tinyllama-py.tar.xz -C DEST, then
+# SPARROW_TINYLLAMA=DEST/tinyllama-py DEST/bin/sparrow_gpu_tests --gtest_filter='GpuEngine*'.
+# The 64 MiB limit counts the working tree too (~15 MiB), so the model fits next to one xz'd
+# binary, not two: CARRY_BINS=sparrow_gpu_tests CARRY_XZ=1 CARRY_TINYLLAMA=1.
 set -euo pipefail
 BUILD=${1:-build/release}
 DEST=${2:-.carry}
@@ -40,6 +42,16 @@ for bin in $BINS; do
     cp -L "$lib" "$DEST/lib/"
   done
 done
+rm -f "$DEST/tinyllama-py.tar.xz"
+if [ "${CARRY_TINYLLAMA:-0}" = 1 ]; then
+  MODEL=${SPARROW_TINYLLAMA:-$ROOT/../shared/models/tinyllama-py}
+  if [ ! -f "$MODEL/config.json" ]; then
+    echo "carry.sh: no tinyllama-py at $MODEL (set SPARROW_TINYLLAMA)" >&2
+    exit 1
+  fi
+  tar chf - -C "$(dirname "$MODEL")" --transform "s|^$(basename "$MODEL")|tinyllama-py|" \
+    "$(basename "$MODEL")" | xz -9e -T2 >"$DEST/tinyllama-py.tar.xz"
+fi
 cp "$ROOT"/scripts/gpu-test.sh "$ROOT"/scripts/bench_summary.py "$DEST/scripts/"
 [ -f "$ROOT/scripts/check_safetensors.py" ] && cp "$ROOT/scripts/check_safetensors.py" "$DEST/scripts/"
 [ -d "$ROOT/scripts/gpu-test.d" ] && cp -r "$ROOT/scripts/gpu-test.d" "$DEST/scripts/"
