@@ -156,6 +156,16 @@ Status prepare_split_k(Kernel kernel, const char* name, int k, int threads, size
   return Status::success();
 }
 
+// SPARROW_TC_PDL=0 (an experiment knob): the kernels launched here ignore `dependent` and start
+// only after the previous kernel has finished. Their grids are sized to fill the GPU's block
+// slots once; under a dependent launch the previous kernel's blocks still hold some of those
+// slots, and tca_bme.mma measured 1.19-1.32x slower following itself that way on split-K shapes
+// (H100, session 22): this tells whether the engine pays the same.
+inline bool tc_dependent_launch() {
+  static const bool on = env_knob("SPARROW_TC_PDL", 1) != 0;
+  return on;
+}
+
 // Launches kernel<<<(splits, gy, gz), threads, smem, stream>>> with a (splits, 1, 1) cluster when
 // splits > 1, and as a programmatic dependent launch when `dependent` (kernels/
 // dependent_launch.cuh: the kernel must wait_for_previous() before it touches X or Y). The
@@ -178,7 +188,7 @@ Status launch_split_k(Kernel kernel, int splits, unsigned gy, unsigned gz, int t
     attr[n_attr].val.clusterDim.z = 1;
     ++n_attr;
   }
-  add_dependent_attribute(dependent, attr, n_attr);
+  add_dependent_attribute(dependent && tc_dependent_launch(), attr, n_attr);
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
   // SPARROW_TC_DEBUG: print the launch shape and how many clusters fit at once, when it changes.
