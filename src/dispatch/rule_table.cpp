@@ -54,10 +54,11 @@ constexpr double kMaxSparsityDistance = 0.1;
 constexpr double kMaxRowsLog2 = 1.0;
 constexpr double kMaxColsLog2 = 0.5;
 // How much faster (speedup ratio) a kernel without input_rms must have measured to be chosen over
-// the fastest one with it when the caller folds a norm. The norm kernel it brings back costs ~2.4
+// the fastest one with it when the caller folds a norm: the norm kernel it brings back costs ~2.4
 // us per call in a 7B decode step (EngineOpsTiming, H100), 4-7 % of the stacked q/k/v and gate/up
-// matmuls it feeds at 8 tokens; the 7B engine at batch 8 ran 5-10 % slower with tca_bme.mma there
-// (1.07x tca_bme.decode's speed alone on 11008 x 4096) than with tca_bme.decode (sessions 13, 21).
+// matmuls it feeds at 8 tokens, plus a launch. Not A/B-measured on its own: the engine runs that
+// would test it (tca_bme.mma at batch 8, 1.07x tca_bme.decode's speed alone on 11008 x 4096) lost
+// for another reason too, also on o_proj where no norm is folded (scripts/rule-table.sh).
 constexpr double kFoldedNormMargin = 1.10;
 
 // log2 distance of a weight's shape to a cell's, or a negative value when the cell's shape does
@@ -240,7 +241,11 @@ Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows
   }
   pick.kernel = k->name;
   const bool built_for = n >= k->best_min_n && n <= k->best_max_n;
-  pick.reason = "no measurement near N=" + std::to_string(n) + "; " + k->name +
+  pick.reason = (f == Format::dense && dependent_launch
+                     ? std::string("a dense weight on a dependent launch takes the registry's "
+                                   "kernel for N (the table's cells are plain launches); ")
+                     : "no measurement near N=" + std::to_string(n) + "; ") +
+                k->name +
                 (built_for ? " is built for N in [" + std::to_string(k->best_min_n) + ", " +
                                  std::to_string(k->best_max_n) + "]"
                            : " (no kernel is built for this N; all are correct for any N)");

@@ -153,6 +153,10 @@ TEST(Dispatch, DenseWeightsTakeCublasWhereGemvMeasuredSlower) {
   EXPECT_TRUE(matmul_takes_input_rms(w.value(), 1, opt));
   opt.dependent_launch = true;
   EXPECT_TRUE(matmul_takes_input_rms(w.value(), 1, opt));
+  auto dep = pick_kernel(Format::dense, 1.0, 1, 28672, 8192, false, /*dependent_launch=*/true);
+  ASSERT_TRUE(dep.ok());
+  EXPECT_EQ(dep->kernel, "dense.gemv");
+  EXPECT_NE(dep->reason.find("dependent launch"), std::string::npos) << dep->reason;
   // Beyond dense.gemv's N range both launches run cuBLAS.
   EXPECT_STREQ(choose_kernel(w.value(), 16, 0, true)->name, "dense.cublas");
 }
