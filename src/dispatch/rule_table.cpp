@@ -20,6 +20,7 @@
 // (MatmulOptions::input_rms, the engine's folded RMSNorm) takes the fastest kernel that honours it
 // unless another measured more than kFoldedNormMargin faster: the other kernel would bring the
 // norm kernel back.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -75,6 +76,28 @@ const Cell kCells[] = {
 #include "dispatch/rule_table_data.inc"
 };
 
+// One format's cells: make_rule_table.py writes the table sorted by format, so they are one run of
+// kCells, and a lookup scans that run only (the whole table cost matmul ~3 us per call on a 2-core
+// host; the lookups still check each cell's format, so an unsorted table stays correct).
+struct CellRun {
+  const Cell* first = nullptr;
+  const Cell* last = nullptr;  // one past the end
+  const Cell* begin() const { return first; }
+  const Cell* end() const { return last; }
+};
+const CellRun& cells_of(Format f) {
+  static const auto runs = [] {
+    std::array<CellRun, std::size(kAllFormats)> r{};
+    for (const Cell& c : kCells) {
+      CellRun& run = r[size_t(c.format)];
+      if (run.first == nullptr) run.first = &c;
+      run.last = &c + 1;
+    }
+    return r;
+  }();
+  return runs[size_t(f)];
+}
+
 std::string fmt(const char* f, double a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
@@ -114,14 +137,14 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
   int64_t best_n = -1;
-  for (const Cell& c : kCells) {
+  for (const Cell& c : cells_of(f)) {
     if (!seen(c) || c.rows != 0) continue;
     const double dn = std::fabs(std::log2(double(c.n)) - log2_n);
     if (dn < best_dn) best_dn = dn, best_n = c.n;
   }
   if (best_n < 0 || best_dn > 1.0) return nullptr;
   double best_ds = 1e9;
-  for (const Cell& c : kCells) {
+  for (const Cell& c : cells_of(f)) {
     if (seen(c) && c.n == best_n && c.rows == 0)
       best_ds = std::fmin(best_ds, std::fabs(c.sparsity - sparsity));
   }
@@ -132,7 +155,7 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   // The nearest benchmarked shape that speaks for this weight (0 x 0: none, the medians).
   int64_t shape_rows = 0, shape_cols = 0;
   double best_dist = 1e9;
-  for (const Cell& c : kCells) {
+  for (const Cell& c : cells_of(f)) {
     if (!here(c)) continue;
     const double d = shape_distance(c, rows, cols);
     if (d >= 0.0 && d < best_dist) best_dist = d, shape_rows = c.rows, shape_cols = c.cols;
@@ -140,7 +163,7 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   auto fastest = [&](int64_t r, int64_t k_cols) {
     const Cell* best = nullptr;
     const Cell* best_rms = nullptr;  // the fastest that takes input_rms (asked for only)
-    for (const Cell& c : kCells) {
+    for (const Cell& c : cells_of(f)) {
       if (!here(c) || c.rows != r || c.cols != k_cols) continue;
       const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
       if (k == nullptr) continue;  // measured, not in this build
