@@ -10,6 +10,7 @@ import sys
 
 
 def main(path):
+    # Standard library only and no imports of its own: carry.sh copies this file to the GPU alone.
     with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as f:
         data = json.load(f)
     rows = data["rows"]

@@ -126,6 +126,8 @@ def main():
     medians = "--medians" in args
     args = [a for a in args if a != "--medians"]
     all_cells = load_cells(args[0])
+    # A dependent launch skips the plain-only cells (rule_table.cpp).
+    cells_for = {False: all_cells, True: [c for c in all_cells if not c[7]]}
     rows = defaultdict(list)
     dependent = {}  # problem -> its run used --dependent-launch
     for r, dep in read_runs(args[1:]):
@@ -139,7 +141,7 @@ def main():
     for key, rs in sorted(rows.items()):
         shape, n, s, pattern = key
         m, k = (0, 0) if medians else (int(rs[0]["M"]), int(rs[0]["K"]))
-        cells = [c for c in all_cells if not (dependent[key] and c[7])]
+        cells = cells_for[dependent[key]]
         us = {r["kernel"]: float(r["us"]) for r in rs}
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
