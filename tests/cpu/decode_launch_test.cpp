@@ -6,6 +6,7 @@
 #include "kernels/dense/gemv.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
+#include "kernels/tca_bme/few_tokens.hpp"
 #include "kernels/tca_bme/one_token.hpp"
 #include "kernels/token_bucket.hpp"
 #include "sparrow/patterns.hpp"
@@ -114,6 +115,26 @@ TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
   // A device that fits nothing (occupancy 0) still launches.
   auto e = tca_bme_one_token::plan(4096, 64, 132, tca_bme_one_token::Residency{});
   EXPECT_GE(e.warps, 1);
+}
+
+TEST(DecodeLaunch, TcaBmeFewTokenKernelForSmallWeightsAtTwoToFourTokens) {
+  using tca_bme_decode::use_few_tokens_kernel;
+  // 132 SMs: at most 264 strips (4224 rows); fewer than 6 x 16 x 132 = 12672 groups at N = 2,
+  // 6336 at N = 3, 4. 4096 x 4096 (4096 groups) at N = 2..4; 4096 x 11008 (11008) at N = 2 only;
+  // 11008 x 4096 (688 strips) never; 1, 5 and more tokens never.
+  for (int n : {2, 3, 4}) EXPECT_TRUE(use_few_tokens_kernel(4096, 64 * 64, n, 132)) << n;
+  EXPECT_TRUE(use_few_tokens_kernel(4096, 64 * 172, 2, 132));
+  EXPECT_FALSE(use_few_tokens_kernel(4096, 64 * 172, 3, 132));
+  EXPECT_FALSE(use_few_tokens_kernel(11008, 172 * 64, 2, 132));
+  EXPECT_FALSE(use_few_tokens_kernel(4224 + 1, 67 * 2, 2, 132));  // one strip too many
+  EXPECT_TRUE(use_few_tokens_kernel(4224, 66 * 2, 2, 132));
+  for (int n : {1, 5, 8}) EXPECT_FALSE(use_few_tokens_kernel(130, 6, n, 132)) << n;
+  EXPECT_TRUE(use_few_tokens_kernel(130, 6, 2, 132));
+  // Its shared memory: per warp the strip's values (129 x 16 B) and X (64 x NT floats + 8 x 4
+  // floats of padding); 16 warps of the 4-token instance fit every GPU the build targets.
+  EXPECT_EQ(tca_bme_few_tokens::shared_bytes(1, 2), size_t(2064 + (128 + 32) * 4));
+  EXPECT_EQ(tca_bme_few_tokens::shared_bytes(16, 3), size_t(16 * (2064 + (256 + 32) * 4)));
+  EXPECT_LE(tca_bme_few_tokens::shared_bytes(16, 4), size_t(99 * 1024));
 }
 
 TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {

@@ -10,6 +10,50 @@ using namespace sparrow;
 
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecode, "tca_bme.decode", Format::tca_bme)
 
+// The same checks with the pass kernel forced: up to 4 tokens always on the CUDA-core strip
+// kernels (one_token, few_tokens), or never (the streaming tensor-core kernel), so both are
+// covered on every shape whatever use_one_token_kernel / use_few_tokens_kernel choose there.
+namespace {
+using kernels::tca_bme_decode::StripKernel;
+Status run_strip(const kernels::Problem& p, Stream s) {
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always);
+}
+Status run_streaming(const kernels::Problem& p, Stream s) {
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::never);
+}
+const bool kForcedKernels = [] {
+  const kernels::KernelInfo* k = kernels::find_kernel("tca_bme.decode");
+  if (k == nullptr) return false;
+  kernels::KernelInfo strip = *k, streaming = *k;
+  strip.name = "tca_bme.decode:strip";
+  strip.run = run_strip;
+  streaming.name = "tca_bme.decode:streaming";
+  streaming.run = run_streaming;
+  test::test_kernels().push_back(strip);
+  test::test_kernels().push_back(streaming);
+  return true;
+}();
+}  // namespace
+
+SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStrip, "tca_bme.decode:strip", Format::tca_bme)
+SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStreaming, "tca_bme.decode:streaming", Format::tca_bme)
+
+TEST(TcaBmeDecodeStrip, FewTokensEveryNWithNorm) {
+  ASSERT_TRUE(kForcedKernels);
+  const auto& k = test::kernel_named("tca_bme.decode:strip");
+  // Odd shapes, a K that leaves a partial group and an odd count of 8-column octets, every
+  // N of the few-token instances (2, 4 and 3, which rounds up to 4), norm included; N = 5 is
+  // past them (the streaming kernel).
+  for (DType t : {DType::fp16, DType::bf16}) {
+    const Weight w = test::encode_or_fail(Format::tca_bme, patterns::random(t, 517, 1003, 0.6, 31));
+    for (int n = 2; n <= 5; ++n) {
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 32 + n), t)) << "N=" << n;
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 42 + n, true, true, true, true), t))
+          << "input_rms bias+accumulate N=" << n;
+    }
+  }
+}
+
 TEST(TcaBmeDecode, StreamingKernelAtOneTokenLarge) {
   const auto& k = test::kernel_named("tca_bme.decode");
   auto dev = kernels::current_device_info();

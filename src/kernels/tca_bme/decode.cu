@@ -53,6 +53,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
+#include "kernels/tca_bme/few_tokens.hpp"
 #include "kernels/tca_bme/one_token.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
@@ -558,15 +559,20 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
                             opt.input_rms, opt.rms_eps);
 }
 
-// SPARROW_TCA_ONE_TOKEN=0|1: never / always run the one-token kernel at N = 1 (experiments; read
-// once; unset: use_one_token_kernel).
-int one_token_override() {
-  static const int v = env_knob("SPARROW_TCA_ONE_TOKEN", -1);
-  return v;
+// SPARROW_TCA_ONE_TOKEN=0|1: never / always run the one-token kernel at N = 1;
+// SPARROW_TCA_FEW_TOKENS=0|1: the few-token kernel at N = 2..4 (experiments; read once; unset:
+// use_one_token_kernel, use_few_tokens_kernel). A caller's StripKernel other than automatic wins.
+bool use_strip_kernel(StripKernel choice, int n, int64_t m, int64_t groups, int sm_count) {
+  if (choice != StripKernel::automatic) return choice == StripKernel::always;
+  static const int one = env_knob("SPARROW_TCA_ONE_TOKEN", -1);
+  static const int few = env_knob("SPARROW_TCA_FEW_TOKENS", -1);
+  if (n == 1) return one < 0 ? use_one_token_kernel(groups, sm_count) : one == 1;
+  return few < 0 ? use_few_tokens_kernel(m, groups, n, sm_count) : few == 1;
 }
 
 template <class T>
-Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
+Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip,
+              cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
   const WeightArgs w{m.bitmaps.data(), m.group_offsets.data(), m.values.data(),
                      int(m.groups_m), int(m.groups_k)};
@@ -584,12 +590,18 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, cudaStream_t stream) {
     a.accumulate = p.opt.accumulate;
     // Only the first pass can start before the kernel that writes X has finished.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
-    const int forced = one_token_override();
-    if (a.n == 1 && (forced < 0 ? use_one_token_kernel(m.groups(), d.sm_count) : forced == 1)) {
-      SPARROW_RETURN_IF_ERROR(tca_bme_one_token::launch<T>(
-          m, reinterpret_cast<const T*>(a.x), static_cast<T*>(a.y),
-          static_cast<const T*>(a.bias), a.accumulate, d.sm_count, dependent, p.opt.input_rms,
-          p.opt.rms_eps, stream));
+    if (a.n <= tca_bme_few_tokens::kMaxTokens &&
+        use_strip_kernel(strip, a.n, m.shape.rows, m.groups(), d.sm_count)) {
+      const T* x = reinterpret_cast<const T*>(a.x);
+      T* y = static_cast<T*>(a.y);
+      const T* bias = static_cast<const T*>(a.bias);
+      SPARROW_RETURN_IF_ERROR(
+          a.n == 1 ? tca_bme_one_token::launch<T>(m, x, y, bias, a.accumulate, d.sm_count,
+                                                  dependent, p.opt.input_rms, p.opt.rms_eps,
+                                                  stream)
+                   : tca_bme_few_tokens::launch<T>(m, x, a.ldx, y, a.ldy, a.n, bias,
+                                                   a.accumulate, d.sm_count, dependent,
+                                                   p.opt.input_rms, p.opt.rms_eps, stream));
       continue;
     }
     const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, dependent, p.opt, stream)
@@ -625,6 +637,13 @@ bool use_one_token_kernel(int64_t groups, int sm_count) {
   return groups < int64_t(Config::kStreamMinGroupsPerWarp) * Config::warps(1) * sm_count;
 }
 
+bool use_few_tokens_kernel(int64_t m, int64_t groups, int n, int sm_count) {
+  if (n < 2 || n > tca_bme_few_tokens::kMaxTokens) return false;
+  const int64_t strips = (m + 15) / 16;
+  if (strips > int64_t(Config::kFewTokensMaxStripsPerSm) * sm_count) return false;
+  return groups < int64_t(Config::few_tokens_max_groups_per_warp(n)) * Config::warps(1) * sm_count;
+}
+
 int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_clusters)[4]) {
   int best = 1;
   double best_load = -1.0;
@@ -644,7 +663,9 @@ bool takes_input_rms(const Weight& w, int64_t) {
   return std::holds_alternative<tca_bme::Matrix>(w);
 }
 
-Status run(const Problem& p, Stream stream) {
+Status run(const Problem& p, Stream stream) { return run_with(p, stream, StripKernel::automatic); }
+
+Status run_with(const Problem& p, Stream stream, StripKernel strip) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme, takes_input_rms(p.w, p.n())));
   const auto& m = std::get<tca_bme::Matrix>(p.w);
   const Shape& s = m.shape;
@@ -660,8 +681,8 @@ Status run(const Problem& p, Stream stream) {
     return invalid_argument("tca_bme.decode: the weight's arrays do not match its shape");
   }
   auto* st = reinterpret_cast<cudaStream_t>(stream);
-  if (s.dtype == DType::fp16) return launch<__half>(m, p, st);
-  return launch<__nv_bfloat16>(m, p, st);
+  if (s.dtype == DType::fp16) return launch<__half>(m, p, strip, st);
+  return launch<__nv_bfloat16>(m, p, strip, st);
 }
 
 }  // namespace sparrow::kernels::tca_bme_decode

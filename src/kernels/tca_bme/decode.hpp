@@ -37,6 +37,14 @@ struct Config {
   // after the one-token kernel's X prefetch): 12288x4096 (5.8 groups per warp) 0.82-0.92,
   // 22016x4096 (10.4) 0.92-0.96, 32000x4096 (15.2) 1.05-1.23, 28672x8192 (27) 1.18-1.32.
   static constexpr int kStreamMinGroupsPerWarp = 12;
+  // N = 2..4 and the few-token CUDA-core kernel (few_tokens.hpp): it runs where its strips fit
+  // one wave of two blocks per SM and the streaming kernel's warps would get fewer than 6 groups
+  // each (N = 2) or 3 (N = 3, 4). Measured few-token / streaming time on the H100 (session 23,
+  // 50 / 70 / 90 %): 4096x4096 (256 strips, 1.9 groups per warp) 0.58-0.61 at N = 2, 0.65-0.70
+  // at N = 4; 4096x11008 (256 strips, 5.2) 0.80-0.89 at N = 2, 0.91-1.04 at N = 4; 11008x4096
+  // (688 strips, 5.2) 0.96-1.11 at N = 2; 12288x4096 and larger 1.04-1.9.
+  static constexpr int kFewTokensMaxStripsPerSm = 2;
+  static constexpr int few_tokens_max_groups_per_warp(int n) { return n == 2 ? 6 : 3; }
 };
 
 // ---- work split (host and device) --------------------------------------------------------------
@@ -75,8 +83,18 @@ int choose_cluster_blocks(int64_t groups_m, int64_t groups_k, const int (&max_cl
 // per warp of the streaming kernel's one wave).
 bool use_one_token_kernel(int64_t groups, int sm_count);
 
+// Whether a pass of n = 2..4 tokens on an M-row weight of `groups` groups runs the few-token
+// CUDA-core kernel (Config::kFewTokensMaxStripsPerSm, few_tokens_max_groups_per_warp).
+bool use_few_tokens_kernel(int64_t m, int64_t groups, int n, int sm_count);
+
 // Takes MatmulOptions::input_rms at every N: each pass normalises its own tokens.
 bool takes_input_rms(const Weight& w, int64_t n);
 Status run(const Problem& p, Stream stream);
+
+// Which kernel a pass of N <= 4 tokens runs: automatic (use_one_token_kernel,
+// use_few_tokens_kernel), always the CUDA-core strip kernels (one_token, few_tokens) or never
+// (the streaming tensor-core kernel). run() is run_with(automatic); tests force both.
+enum class StripKernel { automatic, always, never };
+Status run_with(const Problem& p, Stream stream, StripKernel strip);
 
 }  // namespace sparrow::kernels::tca_bme_decode
