@@ -16,6 +16,7 @@ SOURCES=(
   $R/2026-11-25-h100-s20-c6-swap-base1.csv
   $R/2026-11-25-h100-s21-c2-swap-new1.csv
   $R/2026-11-25-h100-s21-c2-bench-best.csv
+  $R/2026-11-25-h100-s23-c5-best-n234.csv
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \

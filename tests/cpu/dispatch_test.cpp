@@ -242,7 +242,7 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
 // (the engine at batch 8 ran slower with it than with tca_bme.decode on every layer, on the
 // 4096- and 11008-row layers and on o_proj alone: sessions 13, 21, 22), so every layer runs
 // tca_bme.decode, with or without input_rms; a plain launch of o_proj (4096 x 4096) takes
-// tca_bme.mma, 1.3x faster alone. tca_bme.mma at 16 and 32 everywhere: tca_bme.wgmma is left out
+// tca_bme.mma at 8 tokens, 1.3x faster alone, and tca_bme.decode at 2..4. tca_bme.mma at 16 and 32 everywhere: tca_bme.wgmma is left out
 // at N <= 32 (the engine at batch 32 ran slower with it on o_proj / down_proj, session 21). A
 // regenerated table or a rule that changes these fails here. (No weight is passed, so a
 // Hopper-only kernel counts as usable even on a machine without a GPU.)
@@ -274,6 +274,13 @@ TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
     auto o = pick_kernel(Format::tca_bme, d, 8, o_proj[0], o_proj[1]);
     ASSERT_TRUE(o.ok());
     EXPECT_EQ(o->kernel, "tca_bme.mma") << at(d, o_proj, 8, false) << ": " << o->reason;
+    // At 2..4 tokens tca_bme.decode runs its few-token CUDA-core kernel there (session 23):
+    // 1.07-1.41x cuBLAS against tca_bme.mma's 0.91-1.10x, so plain launches take it too.
+    for (int64_t n : {2, 3, 4}) {
+      auto f = pick_kernel(Format::tca_bme, d, n, o_proj[0], o_proj[1]);
+      ASSERT_TRUE(f.ok());
+      EXPECT_EQ(f->kernel, "tca_bme.decode") << at(d, o_proj, n, false) << ": " << f->reason;
+    }
   }
 }
 
