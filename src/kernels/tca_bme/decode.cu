@@ -1,4 +1,6 @@
 // tca_bme.decode: Y = X * W^T for a tca_bme weight, N = 1..16 tokens per pass, on tensor cores.
+// (Passes of 1..4 tokens on small weights run the CUDA-core strip kernels instead, one_token.cu
+// and few_tokens.cu: use_strip_kernel at the end of this file.)
 //
 // Decode streams the weight's bytes once, so everything here serves two aims: every SM gets the
 // same number of bytes, and each byte costs as few instructions as possible.
@@ -51,9 +53,9 @@
 #include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/tca_bme/few_tokens.hpp"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
-#include "kernels/tca_bme/few_tokens.hpp"
 #include "kernels/tca_bme/one_token.hpp"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"

@@ -40,9 +40,10 @@ struct Config {
   // N = 2..4 and the few-token CUDA-core kernel (few_tokens.hpp): it runs where its strips fit
   // one wave of two blocks per SM and the streaming kernel's warps would get fewer than 6 groups
   // each (N = 2) or 3 (N = 3, 4). Measured few-token / streaming time on the H100 (session 23,
-  // 50 / 70 / 90 %): 4096x4096 (256 strips, 1.9 groups per warp) 0.58-0.61 at N = 2, 0.65-0.70
+  // 50 / 70 / 90 %): 4096x4096 (256 strips, 1.9 groups per warp) 0.58-0.61 at N = 2, 0.65-0.71
   // at N = 4; 4096x11008 (256 strips, 5.2) 0.80-0.89 at N = 2, 0.91-1.04 at N = 4; 11008x4096
-  // (688 strips, 5.2) 0.96-1.11 at N = 2; 12288x4096 and larger 1.04-1.9.
+  // (688 strips, 5.2) 0.96-1.11 at N = 2; 12288x4096 and larger 0.93-1.9 (0.93: 12288x4096 at
+  // N = 2, 50 %, whose 768 strips the rule leaves to the streaming kernel).
   static constexpr int kFewTokensMaxStripsPerSm = 2;
   static constexpr int few_tokens_max_groups_per_warp(int n) { return n == 2 ? 6 : 3; }
 };

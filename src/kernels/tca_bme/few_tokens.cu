@@ -216,8 +216,11 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], 8);
       acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], 16);
     }
-  // The warp's sums go where its strip values were (every lane is past its last read of them:
-  // the shuffles above waited for all of them): (16 rows, NT tokens), then NT sums of x^2.
+  // The warp's sums go where its strip values were: (16 rows, NT tokens), then NT sums of x^2.
+  // The shuffles above already need every lane's products, but only a barrier orders the other
+  // lanes' reads of the values before these writes for the memory model (and racecheck, which
+  // reported them as hazards without it).
+  __syncwarp();
   float* part = reinterpret_cast<float*>(mine);
   if (lane < 4) {
 #pragma unroll
