@@ -33,7 +33,8 @@ TESTS=$BUILD/sparrow_gpu_tests
 # Measured on the H100 (2026-11-22 22:40-22:54 UTC): gpu-tests 229 s, memcheck 47 s, bench-random
 # 99 s, bench-tensor-core 96 s, bench-prefill-best 27 s, bench-magnitude 30 s, bench-best-bf16 4 s,
 # checkpoints 4 s, engine 204 s. On 2026-11-23 (session 8) gpu-tests ran past 300 s on a freshly
-# started machine (236 s in session 7), hence 420 s.
+# started machine (236 s in session 7), hence 420 s; 540 s since the test binary grew (session 23:
+# 114 tests passed in 320 s, the tca_bme.decode suites still to come).
 TESTS_LIMIT=${TESTS_LIMIT:-540}
 MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-120}
 BENCH_LIMIT=${BENCH_LIMIT:-150}
@@ -46,7 +47,7 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm'}
 RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
@@ -103,7 +104,8 @@ if command -v compute-sanitizer >/dev/null; then
   stage memcheck "$MEMCHECK_LIMIT" "$LOG" compute-sanitizer --tool memcheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$MEMCHECK_FILTER"
   # The tensor-core kernels share tiles between warps through shared memory: racecheck on their
-  # small subset (~60 s on the H100).
+  # small subset (~60 s on the H100), and on the few-token kernel (~7 s), whose warps reuse their
+  # value buffer for their sums.
   stage racecheck "$RACECHECK_LIMIT" "$LOG" compute-sanitizer --tool racecheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$RACECHECK_FILTER"
 else

@@ -160,7 +160,9 @@ Status prepare_split_k(Kernel kernel, const char* name, int k, int threads, size
 // only after the previous kernel has finished. Their grids are sized to fill the GPU's block
 // slots once; under a dependent launch the previous kernel's blocks still hold some of those
 // slots, and tca_bme.mma measured 1.19-1.32x slower following itself that way on split-K shapes
-// (H100, session 22): this tells whether the engine pays the same.
+// (H100, session 22). In the 7B engine it does not pay that: with the knob at 0 batch 8 ran 4-6 %
+// slower and batch 32 0-1 % (H100, session 23), so the knob stays for measuring what dependent
+// launches are worth.
 inline bool tc_dependent_launch() {
   static const bool on = env_knob("SPARROW_TC_PDL", 1) != 0;
   return on;
