@@ -44,8 +44,6 @@ using namespace tca_bme_strip;
 
 namespace {
 
-// A strip holds at most 16 x 64 values: <= 129 chunks, 5 per lane.
-constexpr int kChunksPerLane = (Config::kStripChunks + 31) / 32;
 constexpr int kStripBytes = Config::kStripChunks * 16;
 
 // Floats of a warp's X tile: 64 columns x NT tokens, plus 4 floats of padding per 8-column octet.
@@ -88,47 +86,22 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   uint4* strip_vals = reinterpret_cast<uint4*>(mine);                // (kStripChunks) 16 B
   float* xs = reinterpret_cast<float*>(mine + kStripBytes);          // (64 columns, NT tokens)
   const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(strip_vals));
-  // This lane's bitmap of the strip: q = tk * 4 + b, and which 32-bit half (rows 4hh..4hh+3).
-  const int q = lane >> 1, hh = lane & 1, tk = q >> 2, b = q & 3;
-  const int src = tm * 8 + (q >> 1);  // lane whose 16-byte load holds bitmap q
-  const bool second = (q & 1) != 0;
-  const int col_in_group = tk * 16 + (b >> 1) * 8;
-  const uint64_t* bm_ptr = bitmaps + (gm * groups_k + warp) * 64 + lane * 2;
-  const uint32_t* off_ptr = group_offsets + gm * groups_k + warp;
-  const int64_t bm_step = int64_t(warps) * 64;
-
-  // The one-token kernel's pipeline: values of the next group in registers, bitmaps of the one
-  // after; and X of the next group (this lane's two columns, every token) in registers too.
-  float acc[4][NT];  // rows (b & 1) * 8 + hh * 4 + r of the strip, tokens
+  const StripLane l = strip_lane(lane, tm);
+  // The one-token kernel's pipeline (StripPipeline), and X of the next group (this lane's two
+  // columns, every token) in registers too.
+  float acc[4][NT];  // rows ((lane >> 1) & 1) * 8 + hh * 4 + r of the strip, tokens
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
-  uint4 vals[kChunksPerLane];
-  uint4 bm_next = make_uint4(0, 0, 0, 0);
-  uint32_t gbase_next = 0;
   uint32_t x_next[NT];
-  StripGroup next;
-  auto load_values = [&](const StripGroup& g) {
-    const uint16_t* src_vals = values + g.aligned + lane * 8;  // chunk lane + 32 i at +256 i
-#pragma unroll
-    for (int i = 0; i < kChunksPerLane; ++i) {
-      if (lane + 32 * i < g.chunks) vals[i] = load_stream16(src_vals + 256 * i);
-    }
-  };
   auto load_x = [&](int gk) {
     const int c = gk * 64 + 2 * lane;
 #pragma unroll
     for (int t = 0; t < NT; ++t) x_next[t] = t < n ? x_pair(x + t * ldx, c, k, x_al4) : 0u;
   };
-  if (warp < groups_k) {
-    next = locate(load_stream16(bm_ptr), *off_ptr, lane, tm, src, second, hh);
-    load_values(next);
-    if (warp + warps < groups_k) {
-      bm_next = load_stream16(bm_ptr + bm_step);
-      gbase_next = off_ptr[warps];
-    }
-  }
+  StripPipeline pipe;
+  pipe.start(bitmaps, group_offsets, values, gm, groups_k, warp, warps, l);
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
   wait_for_previous();
@@ -136,16 +109,12 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   // Columns per pass over a lane's half-bitmap: CW x NT X values in registers.
   constexpr int CW = NT >= 4 ? 4 : 8;
   for (int gk = warp; gk < groups_k; gk += warps) {
-    const StripGroup cur = next;
+    const StripGroup cur = pipe.next;
     uint32_t x_cur[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) x_cur[t] = x_next[t];
     __syncwarp();  // the previous group's products are done with the buffers
-#pragma unroll
-    for (int i = 0; i < kChunksPerLane; ++i) {
-      const int c = lane + 32 * i;
-      if (c < cur.chunks) strip_vals[c] = vals[i];
-    }
+    pipe.store(strip_vals, cur, l);
     {
       // Columns 2 lane and 2 lane + 1 are adjacent in the tile: 2 NT floats from a 16-byte
       // aligned start (NT >= 2).
@@ -161,15 +130,8 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
         dst[i] = make_float4(col2[4 * i], col2[4 * i + 1], col2[4 * i + 2], col2[4 * i + 3]);
     }
     if (gk + warps < groups_k) {
-      next = locate(bm_next, gbase_next, lane, tm, src, second, hh);
-      load_values(next);
+      pipe.advance(gk, groups_k, l);
       load_x(gk + warps);
-      bm_ptr += bm_step;
-      off_ptr += warps;
-      if (gk + 2 * warps < groups_k) {
-        bm_next = load_stream16(bm_ptr + bm_step);
-        gbase_next = off_ptr[warps];
-      }
     }
     __syncwarp();
     const uint32_t base = sv + 2u * uint32_t(cur.p);
@@ -178,7 +140,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       float xf[CW][NT];  // (columns of this pass, tokens)
 #pragma unroll
       for (int c = 0; c < CW; ++c) {
-        const float* col = xs + x_col<NT>(col_in_group + h * CW + c);
+        const float* col = xs + x_col<NT>(l.col_in_group + h * CW + c);
         if constexpr (NT == 2) {
           const float2 v = *reinterpret_cast<const float2*>(col);
           xf[c][0] = v.x, xf[c][1] = v.y;

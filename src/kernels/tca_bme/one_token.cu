@@ -60,9 +60,6 @@ __device__ __forceinline__ void x_floats(const uint4& r, float (&xf)[8]) {
   }
 }
 
-// A strip holds at most 16 x 64 values: <= 129 chunks, 5 per lane.
-constexpr int kChunksPerLane = (Config::kStripChunks + 31) / 32;
-
 // Launch bounds: 64 registers at most (two 512-thread blocks per SM), so the plan's one wave of
 // blocks has room.
 template <class T>
@@ -81,64 +78,23 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
   const int64_t gm = blockIdx.x / 4;
   const int tm = blockIdx.x % 4;
   const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(strip_vals[warp]));
-  // This lane's bitmap of the strip: q = tk * 4 + b, and which 32-bit half (rows 4hh..4hh+3).
-  const int q = lane >> 1, hh = lane & 1, tk = q >> 2, b = q & 3;
-  const int src = tm * 8 + (q >> 1);  // lane whose 16-byte load holds bitmap q
-  const bool second = (q & 1) != 0;
-  const int col_in_group = tk * 16 + (b >> 1) * 8;
-  // This warp's groups gk = warp, warp + warps, ...: bitmaps (this lane's two) and offsets.
-  const uint64_t* bm_ptr = bitmaps + (gm * groups_k + warp) * 64 + lane * 2;
-  const uint32_t* off_ptr = group_offsets + gm * groups_k + warp;
-  const int64_t bm_step = int64_t(warps) * 64;
-
-  // Software pipeline, per warp: while group gk is multiplied out of shared memory, the values
-  // of the warp's next group are in flight into registers (`vals`) and the bitmaps of the one
-  // after into `bm_next`, so a group costs its arithmetic, not a DRAM round trip (the loads'
-  // addresses depend on the previous loads: bitmaps -> scan -> values).
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows (b & 1) * 8 + hh * 4 + r of the strip
-  uint4 vals[kChunksPerLane];
-  uint4 bm_next = make_uint4(0, 0, 0, 0);
-  uint32_t gbase_next = 0;
+  const StripLane l = strip_lane(lane, tm);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows ((lane >> 1) & 1) * 8 + hh * 4 + r of the strip
   uint4 x_next = make_uint4(0, 0, 0, 0);  // raw X of the next group's columns
-  StripGroup next;
-  auto load_values = [&](const StripGroup& g) {
-    const uint16_t* src_vals = values + g.aligned + lane * 8;  // chunk lane + 32 i at +256 i
-#pragma unroll
-    for (int i = 0; i < kChunksPerLane; ++i) {
-      if (lane + 32 * i < g.chunks) vals[i] = load_stream16(src_vals + 256 * i);
-    }
-  };
-  if (warp < groups_k) {
-    next = locate(load_stream16(bm_ptr), *off_ptr, lane, tm, src, second, hh);
-    load_values(next);
-    if (warp + warps < groups_k) {
-      bm_next = load_stream16(bm_ptr + bm_step);
-      gbase_next = off_ptr[warps];
-    }
-  }
+  StripPipeline pipe;
+  pipe.start(bitmaps, group_offsets, values, gm, groups_k, warp, warps, l);
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
   wait_for_previous();
-  if (warp < groups_k) x_next = x_raw(x, warp * 64 + col_in_group, k, x_al16);
+  if (warp < groups_k) x_next = x_raw(x, warp * 64 + l.col_in_group, k, x_al16);
   for (int gk = warp; gk < groups_k; gk += warps) {
-    const StripGroup cur = next;
+    const StripGroup cur = pipe.next;
     const uint4 x_cur = x_next;
     __syncwarp();  // the previous group's products are done with the buffer
-#pragma unroll
-    for (int i = 0; i < kChunksPerLane; ++i) {
-      const int c = lane + 32 * i;
-      if (c < cur.chunks) strip_vals[warp][c] = vals[i];
-    }
+    pipe.store(strip_vals[warp], cur, l);
     if (gk + warps < groups_k) {
-      next = locate(bm_next, gbase_next, lane, tm, src, second, hh);
-      load_values(next);
-      x_next = x_raw(x, (gk + warps) * 64 + col_in_group, k, x_al16);
-      bm_ptr += bm_step;
-      off_ptr += warps;
-      if (gk + 2 * warps < groups_k) {
-        bm_next = load_stream16(bm_ptr + bm_step);
-        gbase_next = off_ptr[warps];
-      }
+      pipe.advance(gk, groups_k, l);
+      x_next = x_raw(x, (gk + warps) * 64 + l.col_in_group, k, x_al16);
     }
     float xf[8];
     x_floats<T>(x_cur, xf);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/decode_common.cuh"
+#include "kernels/tca_bme/one_token.hpp"  // Config (the strip buffer)
 
 namespace sparrow::kernels::tca_bme_strip {
 
@@ -60,5 +61,87 @@ __device__ __forceinline__ StripGroup locate(const uint4& bm2, uint32_t gbase, i
         (second ? __popc(sx) + __popc(sy) : 0) + (hh ? __popc(lo) : 0);
   return g;
 }
+
+// This lane's place in its block's strip tm (0..3) of a group row: it owns the 32-bit half hh
+// (rows 4hh..4hh+3) of the strip's bitmap q = tk * 4 + b, i.e. 4 rows x columns col_in_group ..
+// col_in_group + 7 of each group.
+struct StripLane {
+  int lane, tm, hh;
+  int src;      // lane whose 16-byte bitmap load holds bitmap q
+  bool second;  // bitmap q is the second of that lane's two
+  int col_in_group;
+};
+__device__ __forceinline__ StripLane strip_lane(int lane, int tm) {
+  const int q = lane >> 1, tk = q >> 2, b = q & 3;
+  return {lane, tm, lane & 1, tm * 8 + (q >> 1), (q & 1) != 0, tk * 16 + (b >> 1) * 8};
+}
+
+// A strip holds at most 16 x 64 values: <= 129 chunks, 5 per lane.
+constexpr int kChunksPerLane = (tca_bme_one_token::Config::kStripChunks + 31) / 32;
+
+// A warp's software pipeline over its groups gk = warp, warp + warps, ... of one group row: while
+// group gk is multiplied out of shared memory, the values of the warp's next group are in flight
+// into registers (`vals`) and the bitmaps of the one after into `bm_next`, so a group costs its
+// arithmetic, not a DRAM round trip (the loads' addresses depend on the previous loads: bitmaps
+// -> scan -> values).
+struct StripPipeline {
+  const uint64_t* bm_ptr;  // this lane's two bitmaps of the warp's next-but-one group - step
+  const uint32_t* off_ptr;
+  const uint16_t* values;
+  int64_t bm_step;
+  int warps;
+  uint4 vals[kChunksPerLane];
+  uint4 bm_next = make_uint4(0, 0, 0, 0);
+  uint32_t gbase_next = 0;
+  StripGroup next;  // the group whose values are in `vals`
+
+  __device__ __forceinline__ void load_values(const StripLane& l) {
+    const uint16_t* src_vals = values + next.aligned + l.lane * 8;  // chunk lane + 32 i at +256 i
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      if (l.lane + 32 * i < next.chunks) vals[i] = load_stream16(src_vals + 256 * i);
+    }
+  }
+  // The warp's first group: its bitmaps, scan and values, and the second group's bitmaps. Reads
+  // the weight only, so a dependent launch issues it before waiting for the kernel that writes X.
+  __device__ __forceinline__ void start(const uint64_t* bitmaps, const uint32_t* group_offsets,
+                                        const uint16_t* weight_values, int64_t gm, int groups_k,
+                                        int warp, int warp_count, const StripLane& l) {
+    bm_ptr = bitmaps + (gm * groups_k + warp) * 64 + l.lane * 2;
+    off_ptr = group_offsets + gm * groups_k + warp;
+    values = weight_values;
+    bm_step = int64_t(warp_count) * 64;
+    warps = warp_count;
+    if (warp < groups_k) {
+      next = locate(load_stream16(bm_ptr), *off_ptr, l.lane, l.tm, l.src, l.second, l.hh);
+      load_values(l);
+      if (warp + warps < groups_k) {
+        bm_next = load_stream16(bm_ptr + bm_step);
+        gbase_next = off_ptr[warps];
+      }
+    }
+  }
+  // This lane's chunks of group `cur` (the values in `vals`) into the warp's strip buffer.
+  __device__ __forceinline__ void store(uint4* strip_vals, const StripGroup& cur,
+                                        const StripLane& l) const {
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      const int c = l.lane + 32 * i;
+      if (c < cur.chunks) strip_vals[c] = vals[i];
+    }
+  }
+  // After group gk's values are stored: the next group's scan and values, the bitmaps of the one
+  // after (gk + warps < groups_k).
+  __device__ __forceinline__ void advance(int gk, int groups_k, const StripLane& l) {
+    next = locate(bm_next, gbase_next, l.lane, l.tm, l.src, l.second, l.hh);
+    load_values(l);
+    bm_ptr += bm_step;
+    off_ptr += warps;
+    if (gk + 2 * warps < groups_k) {
+      bm_next = load_stream16(bm_ptr + bm_step);
+      gbase_next = off_ptr[warps];
+    }
+  }
+};
 
 }  // namespace sparrow::kernels::tca_bme_strip
