@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "core/cuda_check.hpp"
 #include "engine/gpu_ops.hpp"
+#include "engine/role_overrides.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
@@ -138,8 +140,9 @@ std::string gib(size_t b) {
 
 class GpuBackend final : public Backend {
  public:
-  GpuBackend(std::shared_ptr<const Model> m, const BackendOptions& opt, int64_t context)
-      : model_(std::move(m)), max_batch_(opt.max_batch), context_(context) {
+  GpuBackend(std::shared_ptr<const Model> m, const BackendOptions& opt, int64_t context,
+             const RoleOverrides& overrides)
+      : model_(std::move(m)), max_batch_(opt.max_batch), context_(context), overrides_(overrides) {
     const int64_t budget = std::max<int64_t>(opt.prefill_chunk, opt.max_batch);
     // Rows per pass (activations are sized for them); a pass of `batch` sequences takes
     // rows_ / batch tokens of each (chunk_for), so a batch smaller than max_batch still prefills
@@ -417,14 +420,35 @@ class GpuBackend final : public Backend {
   // (a decode step's common case); otherwise rms_norm writes h_ first, with a unit gain when the
   // gain is folded.
   Result<NormedInput> normed(const void* x, const DeviceArray& gain, const Weight* folded_into,
-                             int64_t rows, float eps) {
-    if (folded_into && matmul_takes_input_rms(*folded_into, rows, with_scratch())) {
+                             LayerRole role, int64_t rows, float eps) {
+    const kernels::KernelInfo* forced = overrides_.kernel[int(role)];
+    if (folded_into && (forced ? kernels::takes_input_rms(*forced, *folded_into, rows)
+                               : matmul_takes_input_rms(*folded_into, rows, with_scratch()))) {
       return NormedInput{x, true, eps};
     }
     SPARROW_RETURN_IF_ERROR(gpu::rms_norm(x, folded_into ? ones_.get<float>() : gain.get<float>(),
                                           eps, h_.get(), rows, model_->config.hidden, dt_,
                                           stream_));
     return NormedInput{h_.get(), false, eps};
+  }
+
+  // matmul for one role of linear layer, or what SPARROW_ENGINE_KERNELS / SKIP say for it
+  // (engine/role_overrides.hpp).
+  Status layer_matmul(LayerRole role, const MatrixView& y, const Weight& w,
+                      const ConstMatrixView& x, const MatmulOptions& opt) {
+    if (overrides_.skip[int(role)]) return {};
+    const kernels::KernelInfo* k = overrides_.kernel[int(role)];
+    if (k == nullptr) return matmul(y, w, x, stream_, opt);
+    if (k->format != format_of(w)) {
+      return invalid_argument(std::string("SPARROW_ENGINE_KERNELS: ") + role_name(role) +
+                              " holds " + format_name(format_of(w)) + " weights; " + k->name +
+                              " reads " + format_name(k->format));
+    }
+    if (!kernels::available_here(*k)) {
+      return unsupported(std::string("SPARROW_ENGINE_KERNELS: ") + k->name +
+                         " does not run on this GPU");
+    }
+    return k->run(kernels::Problem{w, x, y, opt}, stream_);
   }
 
   // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
@@ -445,7 +469,8 @@ class GpuBackend final : public Backend {
       const DeviceLayer& L = layers_[li];
       SPARROW_ASSIGN_OR_RETURN(
           const NormedInput attn_in,
-          normed(x_.get(), L.attn_norm, L.attn_folded ? &L.qkv : nullptr, R, eps));
+          normed(x_.get(), L.attn_norm, L.attn_folded ? &L.qkv : nullptr, LayerRole::qkv, R,
+                 eps));
       const ConstMatrixView h = view_of(attn_in.data, R, cfg.hidden);
       MatmulOptions qo = attn_in.options(with_scratch()), ko = attn_in.options(with_scratch()),
                     vo = attn_in.options(with_scratch());
@@ -455,16 +480,17 @@ class GpuBackend final : public Backend {
       void *q = q_.get(), *k = k_.get(), *v = v_.get();
       gpu::RowLayout qkv_rows = rows;
       if (fused_) {  // one matmul; q, k, v are column blocks of its rows
-        SPARROW_RETURN_IF_ERROR(matmul(view(qkv_, R, qkv_cols_), L.qkv, h, stream_, qo));
+        SPARROW_RETURN_IF_ERROR(
+            layer_matmul(LayerRole::qkv, view(qkv_, R, qkv_cols_), L.qkv, h, qo));
         const size_t es = dtype_size(dt_);
         q = qkv_.get();
         k = static_cast<char*>(q) + size_t(cfg.q_dim()) * es;
         v = static_cast<char*>(k) + size_t(cfg.kv_dim()) * es;
         qkv_rows.q_ld = qkv_rows.kv_ld = qkv_cols_;
       } else {
-        SPARROW_RETURN_IF_ERROR(matmul(view(q_, R, cfg.q_dim()), L.q, h, stream_, qo));
-        SPARROW_RETURN_IF_ERROR(matmul(view(k_, R, cfg.kv_dim()), L.k, h, stream_, ko));
-        SPARROW_RETURN_IF_ERROR(matmul(view(v_, R, cfg.kv_dim()), L.v, h, stream_, vo));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::q, view(q_, R, cfg.q_dim()), L.q, h, qo));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::k, view(k_, R, cfg.kv_dim()), L.k, h, ko));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::v, view(v_, R, cfg.kv_dim()), L.v, h, vo));
       }
       // Decode: rotation and cache append happen inside attention (one kernel fewer per layer);
       // prefill blocks attend to keys of other rows of the pass, so they are appended first.
@@ -482,29 +508,31 @@ class GpuBackend final : public Backend {
                                              fold ? &rope : nullptr));
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
-      SPARROW_RETURN_IF_ERROR(
-          matmul(view(x_, R, cfg.hidden), L.o, view(attn_, R, cfg.q_dim()), stream_, residual));
+      SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::o, view(x_, R, cfg.hidden), L.o,
+                                           view(attn_, R, cfg.q_dim()), residual));
       SPARROW_ASSIGN_OR_RETURN(
           const NormedInput mlp_in,
-          normed(x_.get(), L.mlp_norm, L.mlp_folded ? &L.gate_up : nullptr, R, eps));
+          normed(x_.get(), L.mlp_norm, L.mlp_folded ? &L.gate_up : nullptr, LayerRole::gate_up,
+                 R, eps));
       const ConstMatrixView hm = view_of(mlp_in.data, R, cfg.hidden);
       if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
-        SPARROW_RETURN_IF_ERROR(matmul(view(gate_up_, R, 2 * cfg.intermediate), L.gate_up, hm,
-                                       stream_, mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate_up,
+                                             view(gate_up_, R, 2 * cfg.intermediate), L.gate_up,
+                                             hm, mlp_in.options(with_scratch())));
         const void* up = static_cast<const char*>(gate_up_.get()) +
                          size_t(cfg.intermediate) * dtype_size(dt_);
         SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R, cfg.intermediate,
                                             2 * cfg.intermediate, dt_, stream_));
       } else {
-        SPARROW_RETURN_IF_ERROR(matmul(view(gate_, R, cfg.intermediate), L.gate, hm, stream_,
-                                       mlp_in.options(with_scratch())));
-        SPARROW_RETURN_IF_ERROR(matmul(view(up_, R, cfg.intermediate), L.up, hm, stream_,
-                                       mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate, view(gate_, R, cfg.intermediate),
+                                             L.gate, hm, mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::up, view(up_, R, cfg.intermediate), L.up,
+                                             hm, mlp_in.options(with_scratch())));
         SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
                                             cfg.intermediate, cfg.intermediate, dt_, stream_));
       }
-      SPARROW_RETURN_IF_ERROR(matmul(view(x_, R, cfg.hidden), L.down,
-                                     view(gate_, R, cfg.intermediate), stream_, residual));
+      SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::down, view(x_, R, cfg.hidden), L.down,
+                                           view(gate_, R, cfg.intermediate), residual));
     }
     int64_t out_rows = R;
     const DeviceArray* src = &x_;
@@ -516,10 +544,11 @@ class GpuBackend final : public Backend {
     }
     SPARROW_ASSIGN_OR_RETURN(
         const NormedInput head_in,
-        normed(src->get(), final_norm_, final_folded_ ? &lm_head_ : nullptr, out_rows, eps));
-    SPARROW_RETURN_IF_ERROR(matmul(view(logits_, out_rows, cfg.vocab), lm_head_,
-                                   view_of(head_in.data, out_rows, cfg.hidden), stream_,
-                                   head_in.options(with_scratch())));
+        normed(src->get(), final_norm_, final_folded_ ? &lm_head_ : nullptr, LayerRole::lm_head,
+               out_rows, eps));
+    SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::lm_head, view(logits_, out_rows, cfg.vocab),
+                                         lm_head_, view_of(head_in.data, out_rows, cfg.hidden),
+                                         head_in.options(with_scratch())));
     if (greedy) {
       SPARROW_RETURN_IF_ERROR(
           gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
@@ -602,6 +631,7 @@ class GpuBackend final : public Backend {
   }
   std::map<int, cudaGraphExec_t> graphs_;
   bool graphs_enabled_ = true;
+  const RoleOverrides overrides_;  // SPARROW_ENGINE_KERNELS / SKIP (experiments)
 };
 
 }  // namespace
@@ -617,7 +647,15 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
     return invalid_argument("context " + std::to_string(ctx) + " is outside 1.." +
                             std::to_string(model->config.context) + " (the model's context)");
   }
-  auto b = std::make_unique<GpuBackend>(std::move(model), opt, ctx);
+  SPARROW_ASSIGN_OR_RETURN(RoleOverrides overrides, role_overrides_from_env());
+  auto b = std::make_unique<GpuBackend>(std::move(model), opt, ctx, overrides);
+  if (overrides.any()) {
+    bool skips = false;
+    for (bool sk : overrides.skip) skips |= sk;
+    std::fprintf(stderr, "sparrow: engine experiment (SPARROW_ENGINE_KERNELS / _SKIP): %s%s\n",
+                 overrides.describe().c_str(),
+                 skips ? "; skipped layers make the outputs meaningless" : "");
+  }
   SPARROW_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<Backend>(std::move(b));
 }

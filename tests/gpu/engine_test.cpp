@@ -165,6 +165,56 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
   }
 }
 
+// SPARROW_ENGINE_KERNELS / SPARROW_ENGINE_SKIP (experiment knobs, engine/role_overrides.hpp),
+// read when a backend is made: forced kernels give the same logits as matmul's picks (o on
+// tca_bme.mma, which takes no input_rms, and qkv on tca_bme.decode, which keeps its norm folded),
+// a kernel of another format is refused with a message, and a skipped role still runs.
+TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
+  NEED_TINYLLAMA();
+  prune::MaskOptions mo;
+  mo.sparsity = 0.5;
+  auto pruned = engine::prune_model(*model, mo, "tca_bme");
+  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
+  auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+  m->name = "tinyllama-py 50% tca_bme, o=tca_bme.mma, qkv=tca_bme.decode";
+  struct Env {  // sets the knobs for one scope
+    Env(const char* kernels, const char* skip) {
+      setenv("SPARROW_ENGINE_KERNELS", kernels, 1);
+      setenv("SPARROW_ENGINE_SKIP", skip, 1);
+    }
+    ~Env() {
+      unsetenv("SPARROW_ENGINE_KERNELS");
+      unsetenv("SPARROW_ENGINE_SKIP");
+    }
+  };
+  {
+    Env e("o=tca_bme.mma,qkv=tca_bme.decode,down=tca_bme.mma", "");
+    expect_logits_close(m, kPrompt, 1e-2);
+  }
+  std::vector<float> logits;
+  {
+    Env e("o=macko.warp_row", "");
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    const Status s = gpu.value()->forward(kPrompt.data(), 1, 4, false, logits);
+    EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+    EXPECT_NE(s.message().find("holds tca_bme weights"), std::string::npos) << s.to_string();
+  }
+  {
+    Env e("o=no.such_kernel", "");
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_EQ(gpu.status().code(), Code::invalid_argument);
+  }
+  {
+    Env e("", "o,down");
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    std::vector<int32_t> next;
+    EXPECT_TRUE(gpu.value()->forward_greedy(kPrompt.data(), 1, int64_t(kPrompt.size()), next).ok());
+  }
+}
+
 // Passes of 1 and 3 rows run the norms inside the matmuls (each RMSNorm's gain folded into the
 // columns of the matmul after it, MatmulOptions::input_rms: dense.gemv, macko's row kernels,
 // tca_bme.decode): every position's logits still match the CPU backend, which runs the norms as

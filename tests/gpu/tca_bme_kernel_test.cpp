@@ -45,7 +45,8 @@ TEST(TcaBmeDecodeStrip, FewTokensEveryNWithNorm) {
   // N of the few-token instances (2, 4 and 3, which rounds up to 4), norm included; N = 5 is
   // past them (the streaming kernel).
   for (DType t : {DType::fp16, DType::bf16}) {
-    const Weight w = test::encode_or_fail(Format::tca_bme, patterns::random(t, 517, 1003, 0.6, 31));
+    const Weight w =
+        test::encode_or_fail(Format::tca_bme, patterns::random(t, 517, 1003, 0.6, 31));
     for (int n = 2; n <= 5; ++n) {
       EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 32 + n), t)) << "N=" << n;
       EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 42 + n, true, true, true, true), t))

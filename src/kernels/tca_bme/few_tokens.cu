@@ -214,7 +214,8 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   }
 }
 
-static_assert(16 * kMaxTokens + kMaxTokens <= kStripBytes / 4, "the warp's sums fit its strip buffer");
+static_assert(16 * kMaxTokens + kMaxTokens <= kStripBytes / 4,
+              "the warp's sums fit its strip buffer");
 
 template <class T, int NT>
 using KernelFn = void (*)(const uint64_t*, const uint32_t*, const uint16_t*, int64_t, int, int,
