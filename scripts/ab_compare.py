@@ -35,6 +35,8 @@ def main():
         if key[0] in kernels:
             ratios[(key[0], key[3], key[2])].append((key[1], b[key] / a[key], a[key], b[key]))
     ns = sorted({k[2] for k in ratios})
+    print("Time of B / time of A (below 1: B is faster), min–max over shapes:")
+    print()
     print("| kernel | sparsity | " + " | ".join(f"N = {n}" for n in ns) + " |")
     print("|---|---|" + "---|" * len(ns))
     for kernel in kernels:
@@ -47,7 +49,7 @@ def main():
     if "--rows" in sys.argv:
         for (kernel, sp, n), rs in sorted(ratios.items()):
             for shape, ratio, ta, tb in rs:
-                print(f"{kernel} {shape} N={n} {sp}: {ta:.2f} -> {tb:.2f} us ({ratio:.3f})")
+                print(f"{kernel} {shape} N={n} {sp}: A {ta:.2f} -> B {tb:.2f} us (B / A {ratio:.3f})")
     return 0
 
 
