@@ -7,6 +7,7 @@
 
 #include "core/cuda_check.hpp"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/element.cuh"
 #include "engine/gpu_ops.hpp"
 
 namespace sparrow::engine::gpu {
@@ -14,34 +15,12 @@ namespace sparrow::engine::gpu {
 // Every kernel here starts with begin_dependent() (rms_norm: after loading its weights) and
 // launches with PDL (kernels/dependent_launch.cuh): a decode step is a chain of short kernels.
 constexpr bool kDependent = true;
+using kernels::from_float;
 using kernels::launch_kernel;
+using kernels::to_float;
+using kernels::unpack2;
 
 namespace {
-
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// Two packed 16-bit values as floats (low half first).
-template <class T>
-__device__ __forceinline__ float2 unpack2_t(uint32_t w);
-template <>
-__device__ __forceinline__ float2 unpack2_t<__half>(uint32_t w) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&w));
-}
-template <>
-__device__ __forceinline__ float2 unpack2_t<__nv_bfloat16>(uint32_t w) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -97,7 +76,7 @@ __global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, i
   const T* row = x + int64_t(blockIdx.x) * hidden;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float v = to_f(row[i]);
+    const float v = to_float(row[i]);
     ss += v * v;
   }
   ss = warp_sum(ss);
@@ -116,11 +95,11 @@ __global__ void rms_norm_kernel(const T* x, const float* w, float eps, T* out, i
 #pragma unroll
     for (int e = 0; e < kNormWeightsPerThread; ++e) {
       const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
-      if (i < hidden) o[i] = from_f<T>(wv[e] * to_f(from_f<T>(to_f(row[i]) * inv)));
+      if (i < hidden) o[i] = from_float<T>(wv[e] * to_float(from_float<T>(to_float(row[i]) * inv)));
     }
   } else {
     for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
-      o[i] = from_f<T>(w[i] * to_f(from_f<T>(to_f(row[i]) * inv)));
+      o[i] = from_float<T>(w[i] * to_float(from_float<T>(to_float(row[i]) * inv)));
   }
 }
 
@@ -133,8 +112,8 @@ __global__ void swiglu_kernel(T* out, const T* gate, const T* up, int64_t rows, 
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t at = i / cols * ld + i % cols;
-  const float g = to_f(gate[at]);
-  out[i] = from_f<T>(g / (1.0f + __expf(-g)) * to_f(up[at]));
+  const float g = to_float(gate[at]);
+  out[i] = from_float<T>(g / (1.0f + __expf(-g)) * to_float(up[at]));
 }
 
 template <class T>
@@ -155,7 +134,7 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
   float v = -FLT_MAX;
   int32_t idx = INT32_MAX;
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-    const float x = to_f(row[i]);
+    const float x = to_float(row[i]);
     if (x > v) {  // i increases, so the first maximum of this thread is kept
       v = x;
       idx = int32_t(i);
@@ -194,9 +173,9 @@ __device__ __forceinline__ void rope_pair(const T* x, int64_t j, int64_t half, i
                                           const float* inv_freq, T& lo, T& hi) {
   float sn, cs;
   sincosf(float(pos) * inv_freq[j], &sn, &cs);
-  const float x1 = to_f(x[j]), x2 = to_f(x[j + half]);
-  lo = from_f<T>(x1 * cs - x2 * sn);
-  hi = from_f<T>(x2 * cs + x1 * sn);
+  const float x1 = to_float(x[j]), x2 = to_float(x[j + half]);
+  lo = from_float<T>(x1 * cs - x2 * sn);
+  hi = from_float<T>(x2 * cs + x1 * sn);
 }
 
 // Block (row, head) over the q heads then the kv heads; thread j rotates the pair
@@ -352,7 +331,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) {
     const int64_t d = lane + 32 * e;
-    qv[e] = d < hd ? to_f(qr[d]) * scale : 0.0f;
+    qv[e] = d < hd ? to_float(qr[d]) * scale : 0.0f;
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
@@ -365,7 +344,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      if (d < hd) dot += qv[e] * to_f(kj[d]);
+      if (d < hd) dot += qv[e] * to_float(kj[d]);
     }
     dot = warp_sum(dot);
     const float m_new = fmaxf(m, dot);
@@ -376,7 +355,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 #pragma unroll
     for (int e = 0; e < kMaxDimPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      acc[e] = acc[e] * corr + (d < hd ? p * to_f(vj[d]) : 0.0f);
+      acc[e] = acc[e] * corr + (d < hd ? p * to_float(vj[d]) : 0.0f);
     }
     m = m_new;
   }
@@ -426,7 +405,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   qr += 8 * g;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
-    qv[e] = to_f(qr[e]) * scale;
+    qv[e] = to_float(qr[e]) * scale;
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
@@ -453,7 +432,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     float dot = 0.0f;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float2 kf = unpack2_t<T>(kw[e]);
+      const float2 kf = unpack2<T>(kw[e]);
       dot += qv[2 * e] * kf.x + qv[2 * e + 1] * kf.y;
     }
 #pragma unroll
@@ -465,7 +444,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
       l = l * corr + p;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float2 vf = unpack2_t<T>(vw[e]);
+        const float2 vf = unpack2<T>(vw[e]);
         acc[2 * e] = acc[2 * e] * corr + p * vf.x;
         acc[2 * e + 1] = acc[2 * e + 1] * corr + p * vf.y;
       }
@@ -522,7 +501,7 @@ __global__ void attention_combine_kernel(const float* partials, T* out, Attentio
       const float* p = part + sp * (hd + 2);
       if (p[1] > 0.0f) a += p[2 + d] * __expf(p[0] - M);
     }
-    out[r * (s.heads * hd) + head * hd + d] = from_f<T>(a / L);
+    out[r * (s.heads * hd) + head * hd + d] = from_float<T>(a / L);
   }
 }
 
