@@ -580,16 +580,8 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip,
                      int(m.groups_m), int(m.groups_k)};
   const bool x_al4 = reinterpret_cast<uintptr_t>(p.x.data) % 4 == 0 && p.x.ld % 2 == 0;
   for (int64_t t0 = 0; t0 < p.n(); t0 += Config::kTokensPerPass) {
-    tc::XYArgs a{};
-    a.x = static_cast<const uint16_t*>(p.x.data) + t0 * p.x.ld;
-    a.y = static_cast<T*>(p.y.data) + t0 * p.y.ld;
-    a.bias = p.opt.bias;
-    a.ldx = p.x.ld;
-    a.ldy = p.y.ld;
-    a.n = int(std::min<int64_t>(Config::kTokensPerPass, p.n() - t0));
-    a.m = int(m.shape.rows);
-    a.k = int(m.shape.cols);
-    a.accumulate = p.opt.accumulate;
+    const tc::XYArgs a = tc::xy_args(p, m.shape.rows, m.shape.cols, t0,
+                                     std::min<int64_t>(Config::kTokensPerPass, p.n() - t0));
     // Only the first pass can start before the kernel that writes X has finished.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     if (a.n <= tca_bme_few_tokens::kMaxTokens &&

@@ -38,17 +38,7 @@ Status prepare(const Problem& p, const char* name, WeightArgs& wa, tc::XYArgs& a
   const double density = double(w.nnz) / (double(s.rows) * double(s.cols));
   wa = WeightArgs{w.bitmaps.data(), w.group_offsets.data(), w.values.data(), int(w.groups_k),
                   int((w.max_group_values + 7) / 8 * 8), swap_pairs_for(density)};
-  a = tc::XYArgs{};
-  a.x = static_cast<const uint16_t*>(p.x.data);
-  a.y = p.y.data;
-  a.bias = p.opt.bias;
-  a.ldx = p.x.ld;
-  a.ldy = p.y.ld;
-  a.n = int(p.n());
-  a.m = int(s.rows);
-  a.k = int(s.cols);
-  a.accumulate = p.opt.accumulate;
-  a.x_vec = reinterpret_cast<uintptr_t>(p.x.data) % 16 == 0 && p.x.ld % 8 == 0;
+  a = tc::xy_args(p, s.rows, s.cols);
   return Status::success();
 }
 

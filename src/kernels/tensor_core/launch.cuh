@@ -15,6 +15,7 @@
 #include "core/cuda_check.hpp"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/kernel.hpp"
 #include "kernels/tensor_core/mma.cuh"
 
 namespace sparrow::kernels::tc {
@@ -24,6 +25,24 @@ namespace sparrow::kernels::tc {
 // (bench/NOTES-tc.md): per-block prologue/epilogue costs grow with the split count.
 constexpr int kMaxSplits = 8;
 constexpr int kMinStepsPerSplit = 4;  // below this the pipeline prologue dominates a split
+
+// The X / Y arguments of tokens t0 .. t0 + n - 1 of problem p (all its tokens from t0 when n < 0)
+// for a rows x cols weight of 16-bit elements.
+inline XYArgs xy_args(const Problem& p, int64_t rows, int64_t cols, int64_t t0 = 0,
+                      int64_t n = -1) {
+  XYArgs a{};
+  a.x = static_cast<const uint16_t*>(p.x.data) + t0 * p.x.ld;
+  a.y = static_cast<uint16_t*>(p.y.data) + t0 * p.y.ld;
+  a.bias = p.opt.bias;
+  a.ldx = p.x.ld;
+  a.ldy = p.y.ld;
+  a.n = int(n < 0 ? p.n() - t0 : n);
+  a.m = int(rows);
+  a.k = int(cols);
+  a.accumulate = p.opt.accumulate;
+  a.x_vec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && p.x.ld % 8 == 0;
+  return a;
+}
 
 struct DeviceInfo {
   int sms = 0;

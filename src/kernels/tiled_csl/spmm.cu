@@ -23,17 +23,7 @@ Status run_tiled_csl_mma(const Problem& p, Stream stream) {
     return invalid_argument("tiled_csl.mma: the weight's arrays do not match its shape");
   }
   tiled_csl_mma::WeightArgs wa{w.tile_offsets.data(), w.entries.data(), int(w.tiles_k)};
-  tc::XYArgs a{};
-  a.x = static_cast<const uint16_t*>(p.x.data);
-  a.y = p.y.data;
-  a.bias = p.opt.bias;
-  a.ldx = p.x.ld;
-  a.ldy = p.y.ld;
-  a.n = int(p.n());
-  a.m = int(s.rows);
-  a.k = int(s.cols);
-  a.accumulate = p.opt.accumulate;
-  a.x_vec = reinterpret_cast<uintptr_t>(p.x.data) % 16 == 0 && p.x.ld % 8 == 0;
+  const tc::XYArgs a = tc::xy_args(p, s.rows, s.cols);
   auto* st = reinterpret_cast<cudaStream_t>(stream);
   return s.dtype == DType::bf16 ? tiled_csl_mma::launch_bf16(wa, a, int(w.tiles_m), st)
                                 : tiled_csl_mma::launch_fp16(wa, a, int(w.tiles_m), st);
