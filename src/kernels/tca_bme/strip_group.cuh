@@ -85,8 +85,8 @@ constexpr int kChunksPerLane = (tca_bme_one_token::Config::kStripChunks + 31) / 
 // arithmetic, not a DRAM round trip (the loads' addresses depend on the previous loads: bitmaps
 // -> scan -> values).
 struct StripPipeline {
-  const uint64_t* bm_ptr;  // this lane's two bitmaps of the warp's next-but-one group - step
-  const uint32_t* off_ptr;
+  const uint64_t* bm_ptr;   // this lane's two bitmaps of group `next`
+  const uint32_t* off_ptr;  // group `next`'s first value index
   const uint16_t* values;
   int64_t bm_step;
   int warps;
