@@ -58,6 +58,16 @@ template <class T> __device__ __forceinline__ uint16_t bits_of(T v) {
   return *reinterpret_cast<uint16_t*>(&v);
 }
 
+// X[row][k], X[row][k + 1] (k even) as one 32-bit register of raw 16-bit elements, zero past K:
+// one 4-byte load when X allows it (x_al4: the row 4-byte aligned, the pair inside K).
+__device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int64_t kmax,
+                                            bool x_al4) {
+  if (x_al4 && k + 2 <= kmax) return __ldg(reinterpret_cast<const uint32_t*>(xrow + k));
+  const uint32_t lo = k < kmax ? xrow[k] : 0u;
+  const uint32_t hi = k + 1 < kmax ? xrow[k + 1] : 0u;
+  return lo | (hi << 16);
+}
+
 // ---- loads -------------------------------------------------------------------------------------
 // Weights are read exactly once per call: stream them past L1 (no_allocate) so L1 keeps X, which
 // every warp re-reads.

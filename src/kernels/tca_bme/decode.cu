@@ -119,15 +119,6 @@ __device__ __forceinline__ uint32_t fragment_reg(uint32_t word, uint32_t addr, c
   return r;
 }
 
-// X[row][k], X[row][k+1] as one B-fragment register, zero past K.
-__device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int64_t kmax,
-                                            bool x_al4) {
-  if (x_al4 && k + 2 <= kmax) return __ldg(reinterpret_cast<const uint32_t*>(xrow + k));
-  const uint32_t lo = k < kmax ? xrow[k] : 0u;
-  const uint32_t hi = k + 1 < kmax ? xrow[k + 1] : 0u;
-  return lo | (hi << 16);
-}
-
 // The B fragments of column group gk (4 k16 slices x NT n8 tiles x 2 registers): lane (g, t4)
 // holds X[token g (+8)][k, k+1] and [k + D, k + D + 1], k = gk*64 + tk*16 + S*t4, with (S, D) =
 // (2, 8) in pair order and (4, 2) in nibble order. Interior groups of an aligned X take 8*NT
@@ -153,8 +144,8 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[4][NT][2], const tc::XYArgs
     } else {
 #pragma unroll
       for (int tk = 0; tk < 4; ++tk) {
-        b[tk][nt][0] = token < a.n ? load_x2(xrow, k0 + tk * 16, a.k, x_al4) : 0u;
-        b[tk][nt][1] = token < a.n ? load_x2(xrow, k0 + tk * 16 + D, a.k, x_al4) : 0u;
+        b[tk][nt][0] = token < a.n ? decode::load_x2(xrow, k0 + tk * 16, a.k, x_al4) : 0u;
+        b[tk][nt][1] = token < a.n ? decode::load_x2(xrow, k0 + tk * 16 + D, a.k, x_al4) : 0u;
       }
     }
   }

@@ -26,11 +26,7 @@
 //     input_rms scales token t by its own sum of x^2 over K.
 #include "kernels/tca_bme/few_tokens.hpp"
 
-#include <algorithm>
-#include <mutex>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
@@ -59,14 +55,6 @@ __device__ __forceinline__ int x_col(int c) {
 template <int NT>
 constexpr int warp_bytes() {
   return kStripBytes + x_floats<NT>() * 4;
-}
-
-// X[row][c], X[row][c + 1] (c even) as raw 16-bit elements, zero past K.
-__device__ __forceinline__ uint32_t x_pair(const uint16_t* xrow, int c, int kmax, bool x_al4) {
-  if (x_al4 && c + 2 <= kmax) return __ldg(reinterpret_cast<const uint32_t*>(xrow + c));
-  const uint32_t lo = c < kmax ? xrow[c] : 0u;
-  const uint32_t hi = c + 1 < kmax ? xrow[c + 1] : 0u;
-  return lo | (hi << 16);
 }
 
 template <class T, int NT>
@@ -98,7 +86,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   auto load_x = [&](int gk) {
     const int c = gk * 64 + 2 * lane;
 #pragma unroll
-    for (int t = 0; t < NT; ++t) x_next[t] = t < n ? x_pair(x + t * ldx, c, k, x_al4) : 0u;
+    for (int t = 0; t < NT; ++t) x_next[t] = t < n ? load_x2(x + t * ldx, c, k, x_al4) : 0u;
   };
   StripPipeline pipe;
   pipe.start(bitmaps, group_offsets, values, gm, groups_k, warp, warps, l);
@@ -218,40 +206,12 @@ static_assert(16 * kMaxTokens + kMaxTokens <= kStripBytes / 4,
               "the warp's sums fit its strip buffer");
 
 template <class T, int NT>
-using KernelFn = void (*)(const uint64_t*, const uint32_t*, const uint16_t*, int64_t, int, int,
-                          const uint16_t*, int64_t, T*, int64_t, int, const T*, bool, bool, bool,
-                          float);
-
-// The instance's residency for every block size (occupancy calculator, with its shared memory),
-// once per device; setting the instance's dynamic shared memory limit on the way.
-template <class T, int NT>
-Result<tca_bme_one_token::Residency> residency() {
-  static std::mutex mu;
-  static std::vector<std::pair<int, tca_bme_one_token::Residency>> known;  // (device, table)
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [d, r] : known) {
-    if (d == dev) return r;
-  }
-  const KernelFn<T, NT> kernel = tca_few_tokens_kernel<T, NT>;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(shared_bytes(Config::kMaxWarps, NT))));
-  tca_bme_one_token::Residency r{};
-  for (int w = 1; w <= Config::kMaxWarps; ++w) {
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &r.blocks_per_sm[w], kernel, w * 32, shared_bytes(w, NT)));
-  }
-  known.emplace_back(dev, r);
-  return r;
-}
-
-template <class T, int NT>
 Status launch_instance(const tca_bme::Matrix& tm, const T* x, int64_t ldx, T* y, int64_t ldy,
                        int n, const T* bias, bool accumulate, int sm_count, bool dependent,
                        bool rms, float rms_eps, cudaStream_t stream) {
-  SPARROW_ASSIGN_OR_RETURN(const tca_bme_one_token::Residency r, (residency<T, NT>()));
+  SPARROW_ASSIGN_OR_RETURN(
+      const tca_bme_one_token::Residency r,
+      strip_residency(tca_few_tokens_kernel<T, NT>, size_t(warp_bytes<NT>())));
   const tca_bme_one_token::LaunchPlan lp =
       tca_bme_one_token::plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al4 = reinterpret_cast<uintptr_t>(x) % 4 == 0 && ldx % 2 == 0;

@@ -9,9 +9,6 @@
 #include "kernels/tca_bme/one_token.hpp"
 
 #include <algorithm>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
@@ -167,35 +164,10 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r) {
   return lp;
 }
 
-namespace {
-
-// The kernel's residency for every block size, from the occupancy calculator, once per device
-// and dtype (a host call per launch would cost microseconds).
-template <class T>
-Result<Residency> residency() {
-  static std::mutex mu;
-  static std::vector<std::pair<int, Residency>> known;  // (device, table)
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [d, r] : known) {
-    if (d == dev) return r;
-  }
-  Residency r{};
-  for (int w = 1; w <= Config::kMaxWarps; ++w) {
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &r.blocks_per_sm[w], tca_one_token_kernel<T>, w * 32, 0));
-  }
-  known.emplace_back(dev, r);
-  return r;
-}
-
-}  // namespace
-
 template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
               int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream) {
-  SPARROW_ASSIGN_OR_RETURN(const Residency r, residency<T>());
+  SPARROW_ASSIGN_OR_RETURN(const Residency r, strip_residency(tca_one_token_kernel<T>, 0));
   const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return cuda_status(
