@@ -650,11 +650,9 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
   SPARROW_ASSIGN_OR_RETURN(RoleOverrides overrides, role_overrides_from_env());
   auto b = std::make_unique<GpuBackend>(std::move(model), opt, ctx, overrides);
   if (overrides.any()) {
-    bool skips = false;
-    for (bool sk : overrides.skip) skips |= sk;
     std::fprintf(stderr, "sparrow: engine experiment (SPARROW_ENGINE_KERNELS / _SKIP): %s%s\n",
                  overrides.describe().c_str(),
-                 skips ? "; skipped layers make the outputs meaningless" : "");
+                 overrides.skips() ? "; skipped layers make the outputs meaningless" : "");
   }
   SPARROW_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<Backend>(std::move(b));

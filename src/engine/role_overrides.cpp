@@ -42,11 +42,18 @@ const char* role_name(LayerRole r) {
   return i >= 0 && i < int(LayerRole::count) ? kRoleNames[i] : "?";
 }
 
-bool RoleOverrides::any() const {
-  for (int i = 0; i < int(LayerRole::count); ++i) {
-    if (kernel[i] || skip[i]) return true;
+bool RoleOverrides::skips() const {
+  for (bool s : skip) {
+    if (s) return true;
   }
   return false;
+}
+
+bool RoleOverrides::any() const {
+  for (const kernels::KernelInfo* k : kernel) {
+    if (k) return true;
+  }
+  return skips();
 }
 
 std::string RoleOverrides::describe() const {
@@ -65,38 +72,32 @@ std::string RoleOverrides::describe() const {
 Result<RoleOverrides> parse_role_overrides(const std::string& kernels_list,
                                            const std::string& skip_list) {
   RoleOverrides o;
-  bool named[int(LayerRole::count)] = {};
-  if (!kernels_list.empty()) {
-    for (const std::string& item : split_list(kernels_list)) {
-      const size_t eq = item.find('=');
-      const std::string role = eq == std::string::npos ? item : trim(item.substr(0, eq));
-      const std::string kname = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
-      if (role.empty() || kname.empty()) {
-        return invalid_argument("SPARROW_ENGINE_KERNELS: '" + item +
-                                "' is not role=kernel (e.g. o=tca_bme.mma)");
-      }
-      SPARROW_ASSIGN_OR_RETURN(const int r, role_index(role, "SPARROW_ENGINE_KERNELS"));
-      const kernels::KernelInfo* k = kernels::find_kernel(kname.c_str());
-      if (k == nullptr) {
-        return invalid_argument("SPARROW_ENGINE_KERNELS: no kernel named '" + kname + "'");
-      }
-      if (named[r]) {
-        return invalid_argument(std::string("SPARROW_ENGINE_KERNELS: role ") + kRoleNames[r] +
-                                " is named twice");
-      }
-      named[r] = true;
-      o.kernel[r] = k;
+  for (const std::string& item : split_list(kernels_list)) {
+    const size_t eq = item.find('=');
+    const std::string role = eq == std::string::npos ? item : trim(item.substr(0, eq));
+    const std::string kname = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
+    if (role.empty() || kname.empty()) {
+      return invalid_argument("SPARROW_ENGINE_KERNELS: '" + item +
+                              "' is not role=kernel (e.g. o=tca_bme.mma)");
     }
+    SPARROW_ASSIGN_OR_RETURN(const int r, role_index(role, "SPARROW_ENGINE_KERNELS"));
+    const kernels::KernelInfo* k = kernels::find_kernel(kname.c_str());
+    if (k == nullptr) {
+      return invalid_argument("SPARROW_ENGINE_KERNELS: no kernel named '" + kname + "'");
+    }
+    if (o.kernel[r] != nullptr) {
+      return invalid_argument(std::string("SPARROW_ENGINE_KERNELS: role ") + kRoleNames[r] +
+                              " is named twice");
+    }
+    o.kernel[r] = k;
   }
-  if (!skip_list.empty()) {
-    for (const std::string& item : split_list(skip_list)) {
-      SPARROW_ASSIGN_OR_RETURN(const int r, role_index(item, "SPARROW_ENGINE_SKIP"));
-      if (o.kernel[r]) {
-        return invalid_argument(std::string("SPARROW_ENGINE_SKIP: role ") + kRoleNames[r] +
-                                " is also forced in SPARROW_ENGINE_KERNELS");
-      }
-      o.skip[r] = true;
+  for (const std::string& item : split_list(skip_list)) {
+    SPARROW_ASSIGN_OR_RETURN(const int r, role_index(item, "SPARROW_ENGINE_SKIP"));
+    if (o.kernel[r]) {
+      return invalid_argument(std::string("SPARROW_ENGINE_SKIP: role ") + kRoleNames[r] +
+                              " is also forced in SPARROW_ENGINE_KERNELS");
     }
+    o.skip[r] = true;
   }
   return o;
 }

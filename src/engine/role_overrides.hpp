@@ -25,6 +25,7 @@ struct RoleOverrides {
   const kernels::KernelInfo* kernel[int(LayerRole::count)] = {};  // null: matmul's pick
   bool skip[int(LayerRole::count)] = {};
   bool any() const;
+  bool skips() const;  // some role is skipped: the engine's outputs are meaningless
   // "o=tca_bme.mma; skip down" style summary for the engine's stderr note ("" when none).
   std::string describe() const;
 };

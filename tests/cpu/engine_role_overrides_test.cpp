@@ -13,6 +13,7 @@ TEST(EngineRoleOverrides, EmptyMeansNone) {
   auto o = parse_role_overrides("", "");
   ASSERT_TRUE(o.ok());
   EXPECT_FALSE(o->any());
+  EXPECT_FALSE(o->skips());
   EXPECT_EQ(o->describe(), "");
 }
 
@@ -28,8 +29,13 @@ TEST(EngineRoleOverrides, ForcesKernelsAndSkipsRoles) {
   EXPECT_TRUE(o->skip[int(LayerRole::lm_head)]);
   EXPECT_FALSE(o->skip[int(LayerRole::o)]);
   EXPECT_TRUE(o->any());
+  EXPECT_TRUE(o->skips());
   EXPECT_EQ(o->describe(), "o=tca_bme.mma, down=tca_bme.decode; skip gate_up, lm_head");
   EXPECT_STREQ(role_name(LayerRole::gate_up), "gate_up");
+  auto forced_only = parse_role_overrides("o=tca_bme.mma", "");
+  ASSERT_TRUE(forced_only.ok());
+  EXPECT_TRUE(forced_only->any());
+  EXPECT_FALSE(forced_only->skips());
 }
 
 TEST(EngineRoleOverrides, RefusesWhatItCannotDo) {
