@@ -1,9 +1,11 @@
 #include "sparrow/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "core/parallel.hpp"
 #include "reference/row_entries.hpp"
 
 namespace sparrow::reference {
@@ -41,21 +43,28 @@ Result<std::vector<double>> matmul_f64(const Weight& w, const ConstMatrixView& x
     }
   }
 
+  // Rows are independent and each is summed in the same order whatever the thread: blocks of rows
+  // on every hardware thread give the same result as one thread, faster (the GPU tests check
+  // 11008-row weights at N = 128 against this, on the GPU machine's 16 cores).
   std::vector<double> y(size_t(N * M), 0.0);
-  RowEntries row;
-  for (int64_t r = 0; r < M; ++r) {
-    row.clear();
-    std::visit([&](const auto& m) { row_entries(m, r, row); }, w);
-    for (int64_t n = 0; n < N; ++n) {
-      const double* xn = &xd[size_t(n * K)];
-      double acc = 0.0;
-      for (size_t j = 0; j < row.cols.size(); ++j) acc += row.values[j] * xn[row.cols[j]];
-      acc *= scale[size_t(n)];
-      if (opt.bias) acc += load_as_float(opt.bias, opt.bias_dtype, size_t(r));
-      if (opt.accumulate) acc += y_in->at(n, r);
-      y[size_t(n * M + r)] = acc;
+  constexpr int64_t kRowsPerTask = 64;
+  SPARROW_RETURN_IF_ERROR(parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, 0, [&](int64_t b) {
+    RowEntries row;
+    for (int64_t r = b * kRowsPerTask; r < std::min(M, (b + 1) * kRowsPerTask); ++r) {
+      row.clear();
+      std::visit([&](const auto& m) { row_entries(m, r, row); }, w);
+      for (int64_t n = 0; n < N; ++n) {
+        const double* xn = &xd[size_t(n * K)];
+        double acc = 0.0;
+        for (size_t j = 0; j < row.cols.size(); ++j) acc += row.values[j] * xn[row.cols[j]];
+        acc *= scale[size_t(n)];
+        if (opt.bias) acc += load_as_float(opt.bias, opt.bias_dtype, size_t(r));
+        if (opt.accumulate) acc += y_in->at(n, r);
+        y[size_t(n * M + r)] = acc;
+      }
     }
-  }
+    return Status::success();
+  }));
   return y;
 }
 
