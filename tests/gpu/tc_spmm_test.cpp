@@ -88,13 +88,14 @@ TEST(TcSpmm, EveryNFrom1To70AndBucketEdges) {
 
 TEST(TcSpmm, OddShapes) {
   struct S { int64_t m, k; };
-  for (const auto& k : kTcKernels) {
-    for (DType t : kTypes) {
+  for (DType t : kTypes) {
+    const HostMatrix large = patterns::random(t, 4097, 4095, 0.5, 22);  // once for all kernels
+    for (const auto& k : kTcKernels) {
       for (S s : {S{1, 1}, S{7, 13}, S{130, 70}, S{200, 1000}, S{64, 64}, S{128, 64}, S{65, 129}}) {
         check_all_n(k, patterns::random(t, s.m, s.k, 0.5, 21 + s.m), {1, 2, 8, 9, 17, 33, 64, 65},
                     200);
       }
-      check_all_n(k, patterns::random(t, 4097, 4095, 0.5, 22), {1, 8, 17, 64, 129}, 300);
+      check_all_n(k, large, {1, 8, 17, 64, 129}, 300);
     }
   }
 }
@@ -164,9 +165,12 @@ TEST(TcSpmm, BiasAndAccumulate) {
 }
 
 TEST(TcSpmm, LlamaShape) {
+  // Generated once for all kernels: the magnitude pattern takes seconds of host time at this size.
+  const HostMatrix magnitude = patterns::magnitude(DType::fp16, 11008, 4096, 0.5, 51);
+  const HostMatrix random = patterns::random(DType::bf16, 11008, 4096, 0.7, 52);
   for (const auto& k : kTcKernels) {
-    check_all_n(k, patterns::magnitude(DType::fp16, 11008, 4096, 0.5, 51), {16, 128}, 900);
-    check_all_n(k, patterns::random(DType::bf16, 11008, 4096, 0.7, 52), {32}, 950);
+    check_all_n(k, magnitude, {16, 128}, 900);
+    check_all_n(k, random, {32}, 950);
   }
 }
 
