@@ -11,8 +11,8 @@
 # also stages tinyllama-py ($SPARROW_TINYLLAMA or ../shared/models/tinyllama-py) as
 # DEST/tinyllama-py.tar.xz (41 MiB); there: tar xJf DEST/tinyllama-py.tar.xz -C DEST, then
 # SPARROW_TINYLLAMA=DEST/tinyllama-py DEST/bin/sparrow_gpu_tests --gtest_filter='GpuEngine*'.
-# The 64 MiB limit counts the working tree too (~15 MiB), so the model fits next to one xz'd
-# binary, not two: CARRY_BINS=sparrow_gpu_tests CARRY_XZ=1 CARRY_TINYLLAMA=1.
+# The 64 MiB limit counts the working tree too (~6 MiB since session 24): with CARRY_XZ=1 the
+# model fits next to both binaries (57 MiB) and one more xz'd binary (an A/B baseline, ~4.5 MB).
 set -euo pipefail
 BUILD=${1:-build/release}
 DEST=${2:-.carry}
