@@ -40,7 +40,8 @@ template <class F>
 Status for_each_buffer(tca_bme::Matrix& m, F&& f) {
   SPARROW_RETURN_IF_ERROR(f(m.bitmaps));
   SPARROW_RETURN_IF_ERROR(f(m.group_offsets));
-  return f(m.values);
+  SPARROW_RETURN_IF_ERROR(f(m.values));
+  return f(m.strip_starts);
 }
 template <class F>
 Status for_each_buffer(tiled_csl::Matrix& m, F&& f) {
@@ -125,8 +126,9 @@ size_t storage_bytes(const Weight& w) {
 }
 
 size_t derived_bytes(const Weight& w) {
-  const auto* m = std::get_if<macko::Matrix>(&w);
-  return m ? m->derived_bytes() : 0;
+  if (const auto* m = std::get_if<macko::Matrix>(&w)) return m->derived_bytes();
+  if (const auto* m = std::get_if<tca_bme::Matrix>(&w)) return m->derived_bytes();
+  return 0;
 }
 
 double d_eff(const Weight& w) { return effective_density(storage_bytes(w), shape_of(w)); }

@@ -247,7 +247,7 @@ Result<Weight> read_weight(const std::string& name, const std::string& meta_json
       SPARROW_RETURN_IF_ERROR(fill(m.bitmaps, pre + "bitmaps", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.group_offsets, pre + "group_offsets", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.values, pre + "values", lookup));
-      tca_bme::derive(m);  // max_group_values: derived, not stored
+      tca_bme::derive(m);  // max_group_values, strip_starts: derived, not stored
       w = std::move(m);
       break;
     }

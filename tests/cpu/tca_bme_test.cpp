@@ -10,6 +10,7 @@
 #include "cpu/format_cases.hpp"
 #include "cpu/test_util.hpp"
 #include "sparrow/formats/tca_bme.hpp"
+#include "sparrow/weight.hpp"
 
 using namespace sparrow;
 
@@ -31,6 +32,20 @@ tca_bme::Matrix round_trip(const ConstMatrixView& w, const std::string& what) {
     if (g > 0) most = std::max<int64_t>(most, off[g] - off[g - 1]);
   }
   EXPECT_EQ(m->max_group_values, most) << what;
+  // strip_starts: the group's non-zeros in its rows above each 16-row strip, counted on the dense
+  // matrix (not from the bitmaps, which derive() reads).
+  const std::vector<uint16_t>& starts = m->strip_starts.host();
+  EXPECT_EQ(starts.size(), size_t(m->groups() * 4)) << what;
+  for (int64_t g = 0; g < m->groups() && starts.size() == size_t(m->groups() * 4); ++g) {
+    const int64_t r0 = g / m->groups_k * 64, c0 = g % m->groups_k * 64;
+    int64_t above = 0;
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(starts[size_t(g * 4 + s)], above) << what << ": group " << g << " strip " << s;
+      for (int64_t r = r0 + 16 * s; r < std::min(r0 + 16 * s + 16, w.rows); ++r) {
+        for (int64_t c = c0; c < std::min(c0 + 64, w.cols); ++c) above += !w.zero_at(r, c);
+      }
+    }
+  }
   auto d = tca_bme::decode(m.value());
   EXPECT_TRUE(d.ok()) << what << ": " << d.status().to_string();
   if (d.ok()) {
@@ -359,6 +374,25 @@ TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
     EXPECT_EQ(m.max_group_values, good.max_group_values);
     EXPECT_TRUE(tca_bme::validate(m).ok());
   }
+}
+
+// strip_starts tells the strip kernels where a strip's values begin: validate refuses a stale or
+// missing array, derive() rebuilds it, and derived_bytes counts it (8 bytes per group).
+TEST(TcaBme, ValidateRejectsWrongStripStarts) {
+  tca_bme::Matrix good = sample();
+  ASSERT_EQ(good.strip_starts.size(), size_t(good.groups() * 4));
+  ASSERT_GT(good.strip_starts.host()[1], 0);
+  EXPECT_EQ(good.derived_bytes(), size_t(good.groups() * 8));
+  EXPECT_EQ(derived_bytes(Weight(good)), good.derived_bytes());
+  tca_bme::Matrix shifted = good;
+  shifted.strip_starts.host()[1] += 1;
+  expect_corrupt(shifted, "strip_starts");
+  tca_bme::Matrix missing = good;
+  missing.strip_starts = Buffer<uint16_t>();
+  expect_corrupt(missing, "strip_starts");
+  tca_bme::derive(missing);
+  EXPECT_EQ(missing.strip_starts.host(), good.strip_starts.host());
+  EXPECT_TRUE(tca_bme::validate(missing).ok());
 }
 
 // Random damage: validate never reads out of bounds (run under AddressSanitizer to see it) and

@@ -44,16 +44,25 @@ struct Matrix {
   // at most 4096), which tca_bme.mma sizes its shared-memory stages by (group_offsets may be on
   // the GPU when it launches).
   int64_t max_group_values = 0;
+  // Also derived: strip_starts (groups * 4), for each group and each of its four 16-row strips
+  // (tc tiles 4s..4s+3, bitmaps 16s..16s+15) the number of the group's values before the strip.
+  // The CUDA-core decode kernels give a strip of a group to one warp: with its start the warp
+  // reads only its strip's 16 bitmaps instead of all 64 to count what precedes it. 8 bytes per
+  // group, counted in derived_bytes(), not storage_bytes().
+  Buffer<uint16_t> strip_starts;
 
   int64_t groups() const { return groups_m * groups_k; }
   size_t storage_bytes() const { return bitmaps.bytes() + group_offsets.bytes() + values.bytes(); }
+  size_t derived_bytes() const { return strip_starts.bytes(); }
 };
+
+constexpr int64_t kStripsPerGroup = kGroupRows / kTcTile;  // 4
 
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Fills max_group_values from the host group_offsets (nothing for a device matrix). Safe on
-// malformed offsets; validate reports them.
+// Fills max_group_values and strip_starts from the host group_offsets and bitmaps (nothing for a
+// device matrix). Safe on malformed offsets or bitmaps; validate reports them.
 void derive(Matrix& m);
 
 }  // namespace sparrow::tca_bme

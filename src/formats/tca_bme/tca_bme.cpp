@@ -89,19 +89,40 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   return m;
 }
 
+// strip_starts of include/sparrow/formats/tca_bme.hpp: empty when the bitmaps are not whole groups
+// (validate reports that).
+static std::vector<uint16_t> build_strip_starts(const std::vector<uint64_t>& bm) {
+  if (bm.size() % kBitmapsPerGroup != 0) return {};
+  const size_t groups = bm.size() / kBitmapsPerGroup;
+  constexpr int64_t kBitmapsPerStrip = kBitmapsPerGroup / kStripsPerGroup;  // 16
+  std::vector<uint16_t> starts(groups * kStripsPerGroup);
+  for (size_t g = 0; g < groups; ++g) {
+    uint32_t before = 0;  // at most 3 * 1024
+    for (int64_t s = 0; s < kStripsPerGroup; ++s) {
+      starts[g * kStripsPerGroup + size_t(s)] = uint16_t(before);
+      for (int64_t b = 0; b < kBitmapsPerStrip; ++b) {
+        before += uint32_t(popcount64(bm[g * kBitmapsPerGroup + size_t(s * kBitmapsPerStrip + b)]));
+      }
+    }
+  }
+  return starts;
+}
+
 void derive(Matrix& m) {
-  if (m.group_offsets.on_device()) return;
+  if (m.group_offsets.on_device() || m.bitmaps.on_device()) return;
   const std::vector<uint32_t>& off = m.group_offsets.host();
   int64_t most = 0;
   for (size_t g = 1; g < off.size(); ++g) {
     if (off[g] >= off[g - 1]) most = std::max<int64_t>(most, int64_t(off[g] - off[g - 1]));
   }
   m.max_group_values = most;
+  m.strip_starts = Buffer<uint16_t>(build_strip_starts(m.bitmaps.host()));
 }
 
 Status validate(const Matrix& m) {
   const Shape& s = m.shape;
-  if (m.bitmaps.on_device() || m.group_offsets.on_device() || m.values.on_device()) {
+  if (m.bitmaps.on_device() || m.group_offsets.on_device() || m.values.on_device() ||
+      m.strip_starts.on_device()) {
     return invalid_argument("tca_bme: validate needs host buffers; call to_host() first");
   }
   if (s.rows <= 0 || s.cols <= 0) {
@@ -199,6 +220,9 @@ Status validate(const Matrix& m) {
     return corrupt_data("tca_bme: max_group_values is " + std::to_string(m.max_group_values) +
                         " but the largest group stores " + str(most) +
                         " values (call derive())");
+  }
+  if (m.strip_starts.host() != build_strip_starts(m.bitmaps.host())) {
+    return corrupt_data("tca_bme: strip_starts does not match the bitmaps (call derive())");
   }
   return Status::success();
 }

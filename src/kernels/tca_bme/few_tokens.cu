@@ -61,6 +61,7 @@ template <class T, int NT>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     tca_few_tokens_kernel(const uint64_t* __restrict__ bitmaps,
                           const uint32_t* __restrict__ group_offsets,
+                          const uint16_t* __restrict__ strip_starts,
                           const uint16_t* __restrict__ values, int64_t m, int k, int groups_k,
                           const uint16_t* __restrict__ x, int64_t ldx, T* __restrict__ y,
                           int64_t ldy, int n, const T* __restrict__ bias, bool accumulate,
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     for (int t = 0; t < NT; ++t) x_next[t] = t < n ? load_x2(x + t * ldx, c, k, x_al4) : 0u;
   };
   StripPipeline pipe;
-  pipe.start(bitmaps, group_offsets, values, gm, groups_k, warp, warps, l);
+  pipe.start(bitmaps, group_offsets, strip_starts, values, gm, groups_k, warp, warps, l);
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
   wait_for_previous();
@@ -209,6 +210,7 @@ template <class T, int NT>
 Status launch_instance(const tca_bme::Matrix& tm, const T* x, int64_t ldx, T* y, int64_t ldy,
                        int n, const T* bias, bool accumulate, int sm_count, bool dependent,
                        bool rms, float rms_eps, cudaStream_t stream) {
+  SPARROW_RETURN_IF_ERROR(require_strip_starts(tm));
   SPARROW_ASSIGN_OR_RETURN(
       const tca_bme_one_token::Residency r,
       strip_residency(tca_few_tokens_kernel<T, NT>, size_t(warp_bytes<NT>())));
@@ -218,9 +220,10 @@ Status launch_instance(const tca_bme::Matrix& tm, const T* x, int64_t ldx, T* y,
   return cuda_status(
       launch_kernel(dependent, tca_few_tokens_kernel<T, NT>, dim3(unsigned(lp.blocks)),
                     dim3(unsigned(lp.warps * 32)), shared_bytes(lp.warps, NT), stream,
-                    tm.bitmaps.data(), tm.group_offsets.data(), tm.values.data(), tm.shape.rows,
-                    int(tm.shape.cols), int(tm.groups_k), reinterpret_cast<const uint16_t*>(x),
-                    ldx, y, ldy, n, bias, accumulate, x_al4, rms, rms_eps),
+                    tm.bitmaps.data(), tm.group_offsets.data(), tm.strip_starts.data(),
+                    tm.values.data(), tm.shape.rows, int(tm.shape.cols), int(tm.groups_k),
+                    reinterpret_cast<const uint16_t*>(x), ldx, y, ldy, n, bias, accumulate, x_al4,
+                    rms, rms_eps),
       "tca_bme.decode launch");
 }
 

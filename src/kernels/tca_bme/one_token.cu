@@ -63,6 +63,7 @@ template <class T>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
     tca_one_token_kernel(const uint64_t* __restrict__ bitmaps,
                          const uint32_t* __restrict__ group_offsets,
+                         const uint16_t* __restrict__ strip_starts,
                          const uint16_t* __restrict__ values, int64_t m, int k,
                          int groups_k, const T* __restrict__ x, T* __restrict__ y,
                          const T* __restrict__ bias, bool accumulate, bool x_al16, bool rms,
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
   float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows ((lane >> 1) & 1) * 8 + hh * 4 + r of the strip
   uint4 x_next = make_uint4(0, 0, 0, 0);  // raw X of the next group's columns
   StripPipeline pipe;
-  pipe.start(bitmaps, group_offsets, values, gm, groups_k, warp, warps, l);
+  pipe.start(bitmaps, group_offsets, strip_starts, values, gm, groups_k, warp, warps, l);
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
   wait_for_previous();
@@ -167,15 +168,16 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r) {
 template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
               int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream) {
+  SPARROW_RETURN_IF_ERROR(require_strip_starts(tm));
   SPARROW_ASSIGN_OR_RETURN(const Residency r, strip_residency(tca_one_token_kernel<T>, 0));
   const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return cuda_status(
       launch_kernel(dependent, tca_one_token_kernel<T>, dim3(unsigned(lp.blocks)),
                     dim3(unsigned(lp.warps * 32)), 0, stream, tm.bitmaps.data(),
-                    tm.group_offsets.data(), tm.values.data(), tm.shape.rows,
-                    int(tm.shape.cols), int(tm.groups_k), x, y, bias, accumulate, x_al16, rms,
-                    rms_eps),
+                    tm.group_offsets.data(), tm.strip_starts.data(), tm.values.data(),
+                    tm.shape.rows, int(tm.shape.cols), int(tm.groups_k), x, y, bias, accumulate,
+                    x_al16, rms, rms_eps),
       "tca_bme.decode launch");
 }
 

@@ -1,13 +1,17 @@
 // The CUDA-core strip kernels of tca_bme.decode (one_token.cu for N = 1, few_tokens.cu for
-// N = 2..4) share how a warp finds its 16-row strip of one 64x64 group: the group's 64 bitmaps,
-// one warp scan of their popcounts, and each lane's 32-bit half-bitmap (4 rows x 8 columns) with
-// the index of its first value in the warp's copy of the strip's values.
+// N = 2..4) share how a warp finds its 16-row strip of one 64x64 group: the strip's 16 bitmaps are
+// 32 half-bitmaps, one per lane (a coalesced 128-byte load), the strip's first value is the
+// group's offset plus the derived strip_starts entry (tca_bme.hpp), and one warp scan of the
+// lanes' popcounts gives each lane the index of its first value in the warp's copy of the strip's
+// values. (Until session 24 every warp loaded all 64 of the group's bitmaps and scanned them to
+// count the values of the strips before its own: 4x the bitmap traffic and a longer scan.)
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -39,45 +43,30 @@ struct StripGroup {
   int p = 0;          // index of the lane's first value in the strip buffer
 };
 
-// From the group's 64 bitmaps (this lane loaded bitmaps 2*lane, 2*lane+1 as `bm2`) and the
-// group's first value index: one warp scan of popcounts.
-__device__ __forceinline__ StripGroup locate(const uint4& bm2, uint32_t gbase, int lane, int tm,
-                                             int src, bool second, int hh) {
-  const uint32_t pc0 = __popc(bm2.x) + __popc(bm2.y);
-  const uint32_t pc = pc0 + __popc(bm2.z) + __popc(bm2.w);
+// From this lane's half-bitmap `word` and the strip's first value index `vstart`: one warp scan.
+__device__ __forceinline__ StripGroup locate(uint32_t word, uint32_t vstart, int lane) {
+  const uint32_t pc = __popc(word);
   const uint32_t incl = warp_inclusive_scan(pc, lane);
-  const uint32_t excl = incl - pc;
-  const uint32_t strip_first = __shfl_sync(0xffffffffu, excl, tm * 8);
-  const uint32_t strip_end = __shfl_sync(0xffffffffu, incl, tm * 8 + 7);
-  const uint32_t vstart = gbase + strip_first;
+  const uint32_t count = __shfl_sync(0xffffffffu, incl, 31);  // the strip's values
   StripGroup g;
   g.aligned = vstart & ~7u;
-  g.chunks = int((vstart + (strip_end - strip_first) - g.aligned + 7) / 8);
-  // This lane's bitmap word and where its values start, from the lane that loaded it.
-  const uint32_t sx = __shfl_sync(0xffffffffu, bm2.x, src);
-  const uint32_t sy = __shfl_sync(0xffffffffu, bm2.y, src);
-  const uint32_t sz = __shfl_sync(0xffffffffu, bm2.z, src);
-  const uint32_t sw = __shfl_sync(0xffffffffu, bm2.w, src);
-  const uint32_t sexcl = __shfl_sync(0xffffffffu, excl, src);
-  const uint32_t lo = second ? sz : sx, hi = second ? sw : sy;  // bitmap 2src+1 follows 2src
-  g.word = hh ? hi : lo;
-  g.p = int(vstart - g.aligned) + int(sexcl - strip_first) +
-        (second ? __popc(sx) + __popc(sy) : 0) + (hh ? __popc(lo) : 0);
+  g.chunks = int((vstart + count - g.aligned + 7) / 8);
+  g.word = word;
+  g.p = int(vstart - g.aligned) + int(incl - pc);
   return g;
 }
 
 // This lane's place in its block's strip tm (0..3) of a group row: it owns the 32-bit half hh
 // (rows 4hh..4hh+3) of the strip's bitmap q = tk * 4 + b, i.e. 4 rows x columns col_in_group ..
-// col_in_group + 7 of each group.
+// col_in_group + 7 of each group. That half is 32-bit word `lane` of the strip's 16 bitmaps
+// (q = lane >> 1, hh = lane & 1), so lane order is the values' order.
 struct StripLane {
   int lane, tm, hh;
-  int src;      // lane whose 16-byte bitmap load holds bitmap q
-  bool second;  // bitmap q is the second of that lane's two
   int col_in_group;
 };
 __device__ __forceinline__ StripLane strip_lane(int lane, int tm) {
   const int q = lane >> 1, tk = q >> 2, b = q & 3;
-  return {lane, tm, lane & 1, tm * 8 + (q >> 1), (q & 1) != 0, tk * 16 + (b >> 1) * 8};
+  return {lane, tm, lane & 1, tk * 16 + (b >> 1) * 8};
 }
 
 // A strip holds at most 16 x 64 values: <= 129 chunks, 5 per lane.
@@ -85,18 +74,21 @@ constexpr int kChunksPerLane = (tca_bme_one_token::Config::kStripChunks + 31) / 
 
 // A warp's software pipeline over its groups gk = warp, warp + warps, ... of one group row: while
 // group gk is multiplied out of shared memory, the values of the warp's next group are in flight
-// into registers (`vals`) and the bitmaps of the one after into `bm_next`, so a group costs its
-// arithmetic, not a DRAM round trip (the loads' addresses depend on the previous loads: bitmaps
-// -> scan -> values).
+// into registers (`vals`) and the half-bitmap, offset and strip start of the one after into
+// `word_next`, `off_next`, `start_next`, so a group costs its arithmetic, not a DRAM round trip
+// (the loads' addresses depend on the previous loads: locator -> scan -> values).
 struct StripPipeline {
-  const uint64_t* bm_ptr;   // this lane's two bitmaps of group `next`
-  const uint32_t* off_ptr;  // group `next`'s first value index
+  const uint32_t* word_ptr;  // this lane's half-bitmap of group `next`
+  const uint32_t* off_ptr;   // group `next`'s first value index
+  const uint16_t* start_ptr;  // its strip's start (strip_starts)
   const uint16_t* values;
-  int64_t bm_step;
+  int64_t word_step;  // half-bitmaps from one of the warp's groups to its next
   int warps;
   uint4 vals[kChunksPerLane];
-  uint4 bm_next = make_uint4(0, 0, 0, 0);
-  uint32_t gbase_next = 0;
+  // Group `next + 1`'s locator, loaded a group ahead and not summed until it is located: an add
+  // here would wait for the loads in the middle of the current group (measured: 1.03-1.05x the
+  // time at 50 % on 4096 x 4096 and 22016 x 4096).
+  uint32_t word_next = 0, off_next = 0, start_next = 0;
   StripGroup next;  // the group whose values are in `vals`
 
   __device__ __forceinline__ void load_values(const StripLane& l) {
@@ -106,23 +98,31 @@ struct StripPipeline {
       if (l.lane + 32 * i < next.chunks) vals[i] = load_stream16(src_vals + 256 * i);
     }
   }
-  // The warp's first group: its bitmaps, scan and values, and the second group's bitmaps. Reads
-  // the weight only, so a dependent launch issues it before waiting for the kernel that writes X.
+  // Group `next + k` (k warps' groups on)'s half-bitmap and strip start.
+  __device__ __forceinline__ void load_locator(int k) {
+    word_next = load_stream4(word_ptr + k * word_step);
+    off_next = off_ptr[k * warps];
+    start_next = start_ptr[int64_t(k) * warps * sparrow::tca_bme::kStripsPerGroup];
+  }
+  // The warp's first group: its half-bitmaps, scan and values, and the second group's locator.
+  // Reads the weight only, so a dependent launch issues it before waiting for the kernel that
+  // writes X.
   __device__ __forceinline__ void start(const uint64_t* bitmaps, const uint32_t* group_offsets,
+                                        const uint16_t* strip_starts,
                                         const uint16_t* weight_values, int64_t gm, int groups_k,
                                         int warp, int warp_count, const StripLane& l) {
-    bm_ptr = bitmaps + (gm * groups_k + warp) * 64 + l.lane * 2;
-    off_ptr = group_offsets + gm * groups_k + warp;
+    const int64_t g = gm * groups_k + warp;
+    word_ptr = reinterpret_cast<const uint32_t*>(bitmaps + g * 64 + l.tm * 16) + l.lane;
+    off_ptr = group_offsets + g;
+    start_ptr = strip_starts + g * sparrow::tca_bme::kStripsPerGroup + l.tm;
     values = weight_values;
-    bm_step = int64_t(warp_count) * 64;
+    word_step = int64_t(warp_count) * 128;
     warps = warp_count;
     if (warp < groups_k) {
-      next = locate(load_stream16(bm_ptr), *off_ptr, l.lane, l.tm, l.src, l.second, l.hh);
+      load_locator(0);
+      next = locate(word_next, off_next + start_next, l.lane);
       load_values(l);
-      if (warp + warps < groups_k) {
-        bm_next = load_stream16(bm_ptr + bm_step);
-        gbase_next = off_ptr[warps];
-      }
+      if (warp + warps < groups_k) load_locator(1);
     }
   }
   // This lane's chunks of group `cur` (the values in `vals`) into the warp's strip buffer.
@@ -134,19 +134,30 @@ struct StripPipeline {
       if (c < cur.chunks) strip_vals[c] = vals[i];
     }
   }
-  // After group gk's values are stored: the next group's scan and values, the bitmaps of the one
+  // After group gk's values are stored: the next group's scan and values, the locator of the one
   // after (gk + warps < groups_k).
   __device__ __forceinline__ void advance(int gk, int groups_k, const StripLane& l) {
-    next = locate(bm_next, gbase_next, l.lane, l.tm, l.src, l.second, l.hh);
+    next = locate(word_next, off_next + start_next, l.lane);
     load_values(l);
-    bm_ptr += bm_step;
+    word_ptr += word_step;
     off_ptr += warps;
-    if (gk + 2 * warps < groups_k) {
-      bm_next = load_stream16(bm_ptr + bm_step);
-      gbase_next = off_ptr[warps];
-    }
+    start_ptr += int64_t(warps) * sparrow::tca_bme::kStripsPerGroup;
+    if (gk + 2 * warps < groups_k) load_locator(1);
   }
 };
+
+// The strip kernels read the weight's derived strip_starts: refuse a weight whose derive() never
+// ran rather than read past an empty array.
+inline Status require_strip_starts(const sparrow::tca_bme::Matrix& w) {
+  const size_t want = size_t(w.groups()) * sparrow::tca_bme::kStripsPerGroup;
+  if (w.strip_starts.size() != want) {
+    return invalid_argument("tca_bme.decode: the weight's strip_starts has " +
+                            std::to_string(w.strip_starts.size()) + " entries, expected " +
+                            std::to_string(want) +
+                            " (derived from its bitmaps by tca_bme::derive)");
+  }
+  return Status::success();
+}
 
 // A strip kernel's residency for every block size 1..kMaxWarps (the occupancy calculator's
 // blocks per SM with `smem_per_warp` bytes of dynamic shared memory per warp), once per device and
