@@ -100,3 +100,26 @@ TEST(TcaBmeDecode, WarpsThatCoverWholeRowsLarge) {
     }
   }
 }
+
+// A weight without its derived strip_starts (derive() never ran) is refused before anything
+// launches, with one token (strip kernel) and with 18 (a streaming pass, then a 2-token pass that
+// would take the strip kernel): Y stays poisoned, not half written.
+TEST(TcaBmeDecodeStrip, RejectsWeightWithoutStripStarts) {
+  ASSERT_TRUE(kForcedKernels);
+  const auto& k = test::kernel_named("tca_bme.decode:strip");
+  if (!k.run) return;
+  const DType t = DType::fp16;
+  const Weight hw = test::encode_or_fail(Format::tca_bme, patterns::random(t, 130, 70, 0.5, 91));
+  auto dw = to_device(hw);
+  ASSERT_TRUE(dw.ok());
+  std::get<tca_bme::Matrix>(dw.value()).strip_starts = Buffer<uint16_t>();
+  for (int n : {1, 18}) {
+    test::DeviceMatrix x = test::DeviceMatrix::upload(patterns::dense_random(t, n, 70, 92));
+    test::DeviceMatrix y = test::DeviceMatrix::alloc(t, n, 130);
+    y.poison();
+    const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, {}}, nullptr);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << "N=" << n << ": " << st.to_string();
+    EXPECT_NE(st.to_string().find("strip_starts"), std::string::npos) << st.to_string();
+    EXPECT_TRUE(test::still_poisoned(y)) << "N=" << n << " wrote Y";
+  }
+}

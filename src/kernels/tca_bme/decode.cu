@@ -665,6 +665,15 @@ Status run_with(const Problem& p, Stream stream, StripKernel strip) {
       m.bitmaps.size() != size_t(m.groups() * 64)) {
     return invalid_argument("tca_bme.decode: the weight's arrays do not match its shape");
   }
+  // The strip kernels read the derived strip_starts. Checked here, before any pass, not where a
+  // strip kernel launches: N = 18 runs a streaming pass first, and failing in the second pass
+  // would leave Y half written.
+  if (m.strip_starts.size() != size_t(m.groups()) * size_t(tca_bme::kStripsPerGroup)) {
+    return invalid_argument("tca_bme.decode: the weight's strip_starts has " +
+                            std::to_string(m.strip_starts.size()) + " entries, expected " +
+                            std::to_string(m.groups() * tca_bme::kStripsPerGroup) +
+                            " (derived from its bitmaps by tca_bme::derive)");
+  }
   auto* st = reinterpret_cast<cudaStream_t>(stream);
   if (s.dtype == DType::fp16) return launch<__half>(m, p, strip, st);
   return launch<__nv_bfloat16>(m, p, strip, st);

@@ -210,7 +210,6 @@ template <class T, int NT>
 Status launch_instance(const tca_bme::Matrix& tm, const T* x, int64_t ldx, T* y, int64_t ldy,
                        int n, const T* bias, bool accumulate, int sm_count, bool dependent,
                        bool rms, float rms_eps, cudaStream_t stream) {
-  SPARROW_RETURN_IF_ERROR(require_strip_starts(tm));
   SPARROW_ASSIGN_OR_RETURN(
       const tca_bme_one_token::Residency r,
       strip_residency(tca_few_tokens_kernel<T, NT>, size_t(warp_bytes<NT>())));

@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -145,19 +144,6 @@ struct StripPipeline {
     if (gk + 2 * warps < groups_k) load_locator(1);
   }
 };
-
-// The strip kernels read the weight's derived strip_starts: refuse a weight whose derive() never
-// ran rather than read past an empty array.
-inline Status require_strip_starts(const sparrow::tca_bme::Matrix& w) {
-  const size_t want = size_t(w.groups()) * sparrow::tca_bme::kStripsPerGroup;
-  if (w.strip_starts.size() != want) {
-    return invalid_argument("tca_bme.decode: the weight's strip_starts has " +
-                            std::to_string(w.strip_starts.size()) + " entries, expected " +
-                            std::to_string(want) +
-                            " (derived from its bitmaps by tca_bme::derive)");
-  }
-  return Status::success();
-}
 
 // A strip kernel's residency for every block size 1..kMaxWarps (the occupancy calculator's
 // blocks per SM with `smem_per_warp` bytes of dynamic shared memory per warp), once per device and
