@@ -282,16 +282,21 @@ __device__ __forceinline__ bool fold_rope(const FoldedRope<T>& f, const T*& qr, 
 
 // The block's partial (m, l, acc[hd]) from its warps' online-softmax states in shared memory
 // (sm, sl: one per warp; sacc: kAttnWarps rows of `ld` floats): the largest m of the warps that
-// saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads().
-__device__ __forceinline__ void write_block_partial(float* part, const float* sm, const float* sl,
+// saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads(). With one split
+// the block holds the whole row: it writes acc / l to `out` (hd) instead, and no combine kernel
+// runs (a decode step over a context of <= 128 keys: one launch fewer per layer; a combine done
+// by the last of several split blocks measured slower than the second kernel, sessions 5 and 10).
+template <class T>
+__device__ __forceinline__ void write_block_partial(float* part, T* out, int64_t n_splits,
+                                                    const float* sm, const float* sl,
                                                     const float* sacc, int ld, int64_t hd) {
   float M = -INFINITY;
   for (int w = 0; w < kAttnWarps; ++w)
     if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
-  if (threadIdx.x == 0) {
-    float L = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
-      if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+  float L = 0.0f;
+  for (int w = 0; w < kAttnWarps; ++w)
+    if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
+  if (threadIdx.x == 0 && n_splits > 1) {
     part[0] = M;
     part[1] = L;
   }
@@ -299,7 +304,11 @@ __device__ __forceinline__ void write_block_partial(float* part, const float* sm
     float a = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w)
       if (sl[w] > 0.0f) a += sacc[w * ld + d] * __expf(sm[w] - M);
-    part[2 + d] = a;
+    if (n_splits == 1) {
+      out[d] = from_float<T>(a / L);
+    } else {
+      part[2 + d] = a;
+    }
   }
 }
 
@@ -308,7 +317,7 @@ __device__ __forceinline__ void write_block_partial(float* part, const float* sm
 // q and acc. The warps merge in shared memory and the block writes (m, l, acc[head_dim]).
 template <class T>
 __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_cache,
-                                       float* partials, RowLayout rows, AttentionShape s,
+                                       float* partials, T* out, RowLayout rows, AttentionShape s,
                                        int64_t split_len, int64_t n_splits, FoldedRope<T> rope) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   const int64_t r = blockIdx.x, head = blockIdx.y, split = blockIdx.z;
@@ -370,7 +379,8 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 #pragma unroll
   for (int e = 0; e < kMaxDimPerLane; ++e) sacc[warp][lane + 32 * e] = acc[e];
   __syncthreads();
-  write_block_partial(part, sm, sl, &sacc[0][0], 32 * kMaxDimPerLane, hd);
+  write_block_partial(part, out + r * (s.heads * hd) + head * hd, n_splits, sm, sl, &sacc[0][0],
+                      32 * kMaxDimPerLane, hd);
 }
 
 // The same block for head_dim = 8 * G (G = 8, 16, 32: head_dim 64, 128, 256), the common case:
@@ -380,7 +390,8 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 // flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
 template <class T, int G>
 __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
-                                           float* partials, RowLayout rows, AttentionShape s,
+                                           float* partials, T* out, RowLayout rows,
+                                           AttentionShape s,
                                            int64_t split_len, int64_t n_splits,
                                            FoldedRope<T> rope) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
@@ -477,7 +488,8 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     for (int e = 0; e < 8; ++e) sacc[warp][8 * lane + e] = acc[e];
   }
   __syncthreads();
-  write_block_partial(part, sm, sl, &sacc[0][0], hd, hd);
+  write_block_partial(part, out + r * (s.heads * hd) + head * hd, n_splits, sm, sl, &sacc[0][0],
+                      hd, hd);
 }
 
 // Block (row, head): combines the splits' partials into the output row.
@@ -583,9 +595,10 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     SPARROW_RETURN_IF_ERROR(cuda_status(
         launch_kernel(kDependent, split_kernel, grid, dim3(32 * kAttnWarps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
-                      static_cast<const T*>(v_cache), partials, rows, s, split_len, n_splits,
-                      fold),
+                      static_cast<const T*>(v_cache), partials, static_cast<T*>(out), rows, s,
+                      split_len, n_splits, fold),
         "attention_split launch"));
+    if (n_splits == 1) return Status{};  // the split kernel wrote out
     const dim3 grid2(unsigned(rows.batch * rows.count), unsigned(s.heads));
     return cuda_status(
         launch_kernel(kDependent, attention_combine_kernel<T>, grid2, dim3(128), 0, stream,

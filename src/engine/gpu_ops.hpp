@@ -40,8 +40,10 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 
 // Flash-decoding: each (row, head) attends over positions 0 .. its own, split into `n_splits`
 // ranges of `split_len` keys processed by separate blocks (partials: rows * heads * n_splits *
-// (head_dim + 2) floats), then combined. split_len 0: each row's keys are shared evenly by the
-// n_splits blocks (whatever its position). out: (rows, heads * head_dim). head_dim <= 256.
+// (head_dim + 2) floats), then combined by a second kernel; with one split the first kernel
+// writes out itself (no second launch; partials unused). split_len 0: each row's keys are shared
+// evenly by the n_splits blocks (whatever its position). out: (rows, heads * head_dim).
+// head_dim <= 256.
 // Decode steps (rows.count == 1) can fold rope_and_cache into attention (`rope` non-null): q, k
 // and v are then the projections before rotation (q is read, not rotated in place). Every block
 // rotates its q head; the block whose keys include the row's own position rotates the new key,
