@@ -57,10 +57,15 @@ __device__ __forceinline__ void x_floats(const uint4& r, float (&xf)[8]) {
   }
 }
 
-// Launch bounds: 64 registers at most (two 512-thread blocks per SM), so the plan's one wave of
-// blocks has room.
+// 72 registers at most: the walk's batches of loads need ~8 more than the 64 of two 512-thread
+// blocks per SM, where ptxas put each load's conversion right after it (one load in flight). 72
+// leave 28 warps per SM (the plan asks the occupancy calculator). Measured against 64 with the
+// serial walk (session 26, H100, N = 1): 0.93-0.975x the time on 11008..22016 x 4096 at 50-90 %
+// (22016 x 4096 at 50 %: 1.00), 1.00-1.03x on 4096 x 4096 and 4096 x 11008 (fewer warps share a
+// block's groups); 64 registers with the batched walk measured 0.98-1.04x; the 7B engine with
+// tca_bme weights at batch 1 +3.4 to +4.4 % at 50 and 90 %.
 template <class T>
-__global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
+__global__ void __maxnreg__(72)
     tca_one_token_kernel(const uint64_t* __restrict__ bitmaps,
                          const uint32_t* __restrict__ group_offsets,
                          const uint16_t* __restrict__ strip_starts,
@@ -98,15 +103,26 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32, 2)
     x_floats<T>(x_cur, xf);
     __syncwarp();
     // The lane's set bits in order, each the next value of its run: one predicated shared load,
-    // address step, conversion and FMA per bit.
+    // address step, conversion and FMA per bit. The loads of a batch of kWalkBatch bits go out
+    // before any of their products: with one load in flight per warp (a load, then at once its
+    // conversion) the walk stalled on shared-memory latency for more than half of the kernel's
+    // cycles (ncu, session 26: "short scoreboard" 7.2 of 13.5 cycles per instruction, 4096 x 11008
+    // at 50 %).
     uint32_t a = sv + 2u * uint32_t(cur.p);
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < 32; b += Config::kWalkBatch) {
+      uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        if ((cur.word >> (r * 8 + c)) & 1u) {
-          acc[r] += lds_float<T>(a) * xf[c];
+      for (int i = 0; i < Config::kWalkBatch; ++i) {
+        if ((cur.word >> (b + i)) & 1u) {
+          v[i] = lds_u16(a);
           a += 2;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < Config::kWalkBatch; ++i) {
+        if ((cur.word >> (b + i)) & 1u) {
+          acc[(b + i) / 8] += u16_float<T>(v[i]) * xf[(b + i) % 8];
         }
       }
     }

@@ -17,6 +17,8 @@ struct Config {
   static constexpr int kTargetWarpsPerSm = 32;
   // Values of one strip of one group: at most 16 x 64, plus one chunk for 16-byte alignment.
   static constexpr int kStripChunks = 16 * 64 / 8 + 1;  // 16-byte chunks
+  // Bits of a lane's walk whose shared-memory loads are issued together (a divisor of 32).
+  static constexpr int kWalkBatch = 4;
 };
 
 struct LaunchPlan {

@@ -22,6 +22,20 @@ namespace sparrow::kernels::tca_bme_strip {
 
 using namespace decode;
 
+// A 16-bit element from shared memory (byte address), zero-extended into 32 bits (no 16-bit
+// register to merge); volatile for the same reason as below.
+__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+// That element as fp32.
+template <class T>
+__device__ __forceinline__ float u16_float(uint32_t v) {
+  const uint16_t h = uint16_t(v);
+  return to_float(*reinterpret_cast<const T*>(&h));
+}
+
 // A 16-bit element from shared memory (byte address), as fp32. Volatile with a memory clobber:
 // its address does not depend on the buffer's fill, so nothing else keeps it after the
 // __syncwarp that publishes the buffer.
