@@ -22,28 +22,20 @@ namespace sparrow::kernels::tca_bme_strip {
 
 using namespace decode;
 
-// A 16-bit element from shared memory (byte address), zero-extended into 32 bits (no 16-bit
-// register to merge); volatile for the same reason as below.
+// A 16-bit element from shared memory (byte address), zero-extended into 32 bits (a 16-bit
+// destination made ptxas add a merge per load). Volatile with a memory clobber: its address does
+// not depend on the buffer's fill, so nothing else keeps it after the __syncwarp that publishes
+// the buffer.
 __device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u16 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
   return v;
 }
-// That element as fp32.
+// That element (T = __half or __nv_bfloat16) as fp32.
 template <class T>
 __device__ __forceinline__ float u16_float(uint32_t v) {
   const uint16_t h = uint16_t(v);
   return to_float(*reinterpret_cast<const T*>(&h));
-}
-
-// A 16-bit element from shared memory (byte address), as fp32. Volatile with a memory clobber:
-// its address does not depend on the buffer's fill, so nothing else keeps it after the
-// __syncwarp that publishes the buffer.
-template <class T>
-__device__ __forceinline__ float lds_float(uint32_t addr) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr) : "memory");
-  return to_float(*reinterpret_cast<const T*>(&v));
 }
 
 // Where a warp finds one strip-group: its strip's values (`chunks` 16-byte chunks from the
