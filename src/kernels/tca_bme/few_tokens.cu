@@ -146,18 +146,11 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       for (int r = 0; r < 4; ++r) {
         const int bit0 = r * 8 + h * CW;
         uint32_t a = base + 2u * uint32_t(__popc(cur.word & ((1u << bit0) - 1u)));
-        // The pass's loads first, then their products (the one-token kernel's walk batches,
-        // session 26: one load in flight per warp left the walk waiting on shared memory).
-        // Measured on the H100 against the load-then-multiply walk: N = 2 on 4096 x 4096 and
-        // 4096 x 11008 0.957-0.980x the time, N = 4 and the other shapes 0.99-1.01x.
+        // The pass's loads first, then their products (load_set_bits). Measured on the H100
+        // against the load-then-multiply walk: N = 2 on 4096 x 4096 and 4096 x 11008 0.957-0.980x
+        // the time, N = 4 and the other shapes 0.99-1.01x.
         uint32_t v[CW];  // read only under the bit that loaded it
-#pragma unroll
-        for (int c = 0; c < CW; ++c) {
-          if ((cur.word >> (bit0 + c)) & 1u) {
-            v[c] = lds_u16(a);
-            a += 2;
-          }
-        }
+        load_set_bits(cur.word, bit0, a, v);
 #pragma unroll
         for (int c = 0; c < CW; ++c) {
           if ((cur.word >> (bit0 + c)) & 1u) {

@@ -103,22 +103,14 @@ __global__ void __maxnreg__(72)
     x_floats<T>(x_cur, xf);
     __syncwarp();
     // The lane's set bits in order, each the next value of its run: one predicated shared load,
-    // address step, conversion and FMA per bit. The loads of a batch of kWalkBatch bits go out
-    // before any of their products: with one load in flight per warp (a load, then at once its
-    // conversion) the walk stalled on shared-memory latency for more than half of the kernel's
-    // cycles (ncu, session 26: "short scoreboard" 7.2 of 13.5 cycles per instruction, 4096 x 11008
-    // at 50 %).
+    // address step, conversion and FMA per bit, the loads of kWalkBatch bits at a time before
+    // their products (load_set_bits; ncu, session 26: "short scoreboard" 7.2 of 13.5 cycles per
+    // instruction, 4096 x 11008 at 50 %, when each load's conversion followed it at once).
     uint32_t a = sv + 2u * uint32_t(cur.p);
 #pragma unroll
     for (int b = 0; b < 32; b += Config::kWalkBatch) {
       uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
-#pragma unroll
-      for (int i = 0; i < Config::kWalkBatch; ++i) {
-        if ((cur.word >> (b + i)) & 1u) {
-          v[i] = lds_u16(a);
-          a += 2;
-        }
-      }
+      load_set_bits(cur.word, b, a, v);
 #pragma unroll
       for (int i = 0; i < Config::kWalkBatch; ++i) {
         if ((cur.word >> (b + i)) & 1u) {

@@ -38,6 +38,23 @@ __device__ __forceinline__ float u16_float(uint32_t v) {
   return to_float(*reinterpret_cast<const T*>(&h));
 }
 
+// The strip walks' load step: the values of the set bits among `word`'s bits [bit0, bit0 + N), in
+// order from byte address `a` of the strip buffer (advanced past them), into v[i] for bit
+// bit0 + i (left unset where the bit is clear). All N loads go out before the caller multiplies
+// any of them: one load in flight per warp left the walk waiting on shared memory for more than
+// half of its cycles (ncu, session 26).
+template <int N>
+__device__ __forceinline__ void load_set_bits(uint32_t word, int bit0, uint32_t& a,
+                                              uint32_t (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if ((word >> (bit0 + i)) & 1u) {
+      v[i] = lds_u16(a);
+      a += 2;
+    }
+  }
+}
+
 // Where a warp finds one strip-group: its strip's values (`chunks` 16-byte chunks from the
 // 16-byte aligned `aligned`) and this lane's 32-bit half-bitmap with the position of its first
 // value in the warp's strip buffer.
