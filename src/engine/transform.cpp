@@ -46,12 +46,8 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
                     pruned.cols())
             .format;
   } else {
-    auto parsed = parse_format(format);
-    if (!parsed) {
-      return invalid_argument("unknown format '" + format +
-                              "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
-    }
-    f = *parsed;
+    SPARROW_RETURN_IF_ERROR(check_format_choice(format));
+    f = *parse_format(format);
   }
   EncodeOptions eo;
   eo.nm_pattern = mask.structure.nm;
@@ -94,8 +90,15 @@ Format auto_format(double density, bool need_gpu_kernel) {
   return best;
 }
 
+Status check_format_choice(const std::string& format) {
+  if (format == "auto" || format == "fastest" || parse_format(format)) return {};
+  return invalid_argument("unknown format '" + format +
+                          "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
+}
+
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
                           bool need_gpu_kernel) {
+  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
   Model out = m;
   for (Layer& l : out.layers) {
     for (int i = 0; i < 7; ++i) {
@@ -121,6 +124,7 @@ Result<Model> reencode_model(const Model& m, Format format) {
 
 Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
                           const std::string& format, bool need_gpu_kernel, int threads) {
+  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
   SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
   const io::ModelConfig& ic = so.config;
   LlamaConfig c;

@@ -94,6 +94,9 @@ TEST(BenchModelCli, BadArgumentsAreClearErrors) {
       {"bench-model --synth tiny --sparsity 1.5 --backend cpu", "[0, 1)"},
       {"bench-model --synth tiny -b 1,x --backend cpu", "bad value 'x'"},
       {"bench-model -m /nonexistent/model --backend cpu", "cannot load model"},
+      {"bench-model --synth foo --backend cpu", "unknown preset 'foo'"},
+      {"bench-model --synth tiny --sparsity 0.5 --format bogus --backend cpu",
+       "unknown format 'bogus'"},
   };
   for (const Case& c : cases) {
     int code = 0;
@@ -101,5 +104,6 @@ TEST(BenchModelCli, BadArgumentsAreClearErrors) {
     EXPECT_NE(code, 0) << c.args << "\n" << out;
     EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
     EXPECT_EQ(out.find("| tiny"), std::string::npos) << c.args << ": no table rows on failure";
+    EXPECT_EQ(out.find("| model |"), std::string::npos) << c.args << ": no table header either";
   }
 }

@@ -14,6 +14,7 @@
 #include "sparrow/commands.hpp"
 #include "sparrow/engine/generate.hpp"
 #include "sparrow/engine/transform.hpp"
+#include "sparrow/io/synth.hpp"
 #include "sparrow/model_args.hpp"
 #include "sparrow/version.hpp"
 
@@ -107,6 +108,11 @@ int run_bench_model(const BenchModelArgs& a) {
   }
   auto method = prune::parse_method(a.method);
   if (!method) return fail_args("--method must be magnitude, random or wanda");
+  // Everything that can be checked before the table's header is printed.
+  if (Status s = engine::check_format_choice(a.format); !s.ok()) return fail_args(s.message());
+  if (!a.synth.empty()) {
+    if (auto p = io::synth_preset(a.synth); !p.ok()) return fail_args(p.status().message());
+  }
   if (a.prompt < 1 || a.gen < 1 || a.reps < 1) return fail_args("-p, -n and -r must be >= 1");
   for (int b : batches.value())
     if (b < 1) return fail_args("batch sizes must be >= 1");

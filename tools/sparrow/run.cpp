@@ -28,15 +28,24 @@ struct RunArgs {
   bool ignore_eos = false;
 };
 
-// "1,2,3" or "1 2 3".
+// "1,2,3", "1, 2, 3" or "1 2 3". An empty field of a comma list ("1,,2", "1,2,") is an error,
+// not skipped: it is more likely a lost id than something to ignore.
 Result<std::vector<int32_t>> parse_ids(const std::string& text) {
-  std::string s = text;
-  for (char& ch : s)
-    if (ch == ',') ch = ' ';
-  std::istringstream in(s);
+  std::vector<std::string> words;
+  size_t at = 0;
+  const bool commas = text.find(',') != std::string::npos;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    std::istringstream field(text.substr(at, comma == std::string::npos ? comma : comma - at));
+    const size_t before = words.size();
+    for (std::string w; field >> w;) words.push_back(w);
+    if (commas && words.size() == before)
+      return invalid_argument("--tokens: empty id in '" + text + "'");
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   std::vector<int32_t> ids;
-  std::string word;
-  while (in >> word) {
+  for (const std::string& word : words) {
     char* end = nullptr;
     const long long v = std::strtoll(word.c_str(), &end, 10);
     if (*end != '\0' || v < 0 || v > INT32_MAX) {
@@ -61,16 +70,18 @@ int run_run(const RunArgs& a) {
   sp.top_p = a.top_p;
   sp.seed = a.seed;
   if (Status s = sp.check(); !s.ok()) return fail_args(s.message());
-
-  auto model = load_model_or_report("run", a.model_dir);
-  if (!model) return 1;
+  // Token ids are checked before the (possibly slow) model load; their range after it.
   std::vector<int32_t> prompt;
-  std::unique_ptr<engine::Tokenizer> tokenizer;
   if (!a.tokens.empty()) {
     auto ids = parse_ids(a.tokens);
     if (!ids.ok()) return fail_args(ids.status().message());
     prompt = ids.value();
-  } else {
+  }
+
+  auto model = load_model_or_report("run", a.model_dir);
+  if (!model) return 1;
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  if (a.tokens.empty()) {
     int exit_code = 0;
     tokenizer = load_tokenizer_or_report("run", a.model_dir, *model, exit_code);
     if (!tokenizer) return exit_code;

@@ -14,6 +14,11 @@ namespace sparrow::engine {
 // formats when `need_gpu_kernel` is false); dense when none of them beats dense.
 Format auto_format(double density, bool need_gpu_kernel);
 
+// Whether `format` names a choice prune_model and synth_model take ("auto", "fastest" or a format
+// name): invalid_argument listing them otherwise. They check it before any work; callers that
+// print something first (bench-model's table) check it themselves.
+Status check_format_choice(const std::string& format);
+
 // A copy of `m` whose decoder linear layers are pruned with `mask` (sparsity 0 keeps them as
 // they are) and encoded in `format` ("auto", "dense", "csr", ...). lm_head and embeddings stay.
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
