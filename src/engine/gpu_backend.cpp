@@ -497,15 +497,17 @@ class GpuBackend final : public Backend {
       const bool fold = decode && fold_rope_requested();
       const gpu::DecodeRope rope{k, v, k_cache_[li].get(), v_cache_[li].get(),
                                  inv_freq_.get<float>()};
-      if (!fold) {
+      if (!fold && !overrides_.skip_attention) {
         SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q, k, v, k_cache_[li].get(),
                                                     v_cache_[li].get(), inv_freq_.get<float>(),
                                                     qkv_rows, shape_, dt_, stream_));
       }
-      SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
-                                             attn_.get(), partials_.get<float>(), qkv_rows, shape_,
-                                             split_len, n_splits, dt_, stream_,
-                                             fold ? &rope : nullptr));
+      if (!overrides_.skip_attention) {  // SPARROW_ENGINE_SKIP=attention (role_overrides.hpp)
+        SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
+                                               attn_.get(), partials_.get<float>(), qkv_rows,
+                                               shape_, split_len, n_splits, dt_, stream_,
+                                               fold ? &rope : nullptr));
+      }
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
       SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::o, view(x_, R, cfg.hidden), L.o,
@@ -521,15 +523,20 @@ class GpuBackend final : public Backend {
                                              hm, mlp_in.options(with_scratch())));
         const void* up = static_cast<const char*>(gate_up_.get()) +
                          size_t(cfg.intermediate) * dtype_size(dt_);
-        SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R, cfg.intermediate,
-                                            2 * cfg.intermediate, dt_, stream_));
+        if (!overrides_.skip_swiglu) {  // SPARROW_ENGINE_SKIP=swiglu (role_overrides.hpp)
+          SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R,
+                                              cfg.intermediate, 2 * cfg.intermediate, dt_,
+                                              stream_));
+        }
       } else {
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate, view(gate_, R, cfg.intermediate),
                                              L.gate, hm, mlp_in.options(with_scratch())));
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::up, view(up_, R, cfg.intermediate), L.up,
                                              hm, mlp_in.options(with_scratch())));
-        SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
-                                            cfg.intermediate, cfg.intermediate, dt_, stream_));
+        if (!overrides_.skip_swiglu) {
+          SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
+                                              cfg.intermediate, cfg.intermediate, dt_, stream_));
+        }
       }
       SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::down, view(x_, R, cfg.hidden), L.down,
                                            view(gate_, R, cfg.intermediate), residual));

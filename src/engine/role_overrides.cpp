@@ -31,8 +31,9 @@ Result<int> role_index(const std::string& name, const char* knob) {
   }
   std::string known;
   for (const char* r : kRoleNames) known += std::string(known.empty() ? "" : ", ") + r;
+  const bool skip = std::string(knob) == "SPARROW_ENGINE_SKIP";
   return invalid_argument(std::string(knob) + ": unknown layer role '" + name + "' (roles: " +
-                          known + ")");
+                          known + (skip ? "; ops: attention, swiglu" : "") + ")");
 }
 
 }  // namespace
@@ -46,7 +47,7 @@ bool RoleOverrides::skips() const {
   for (bool s : skip) {
     if (s) return true;
   }
-  return false;
+  return skip_attention || skip_swiglu;
 }
 
 bool RoleOverrides::any() const {
@@ -64,6 +65,8 @@ std::string RoleOverrides::describe() const {
     }
     if (skip[i]) skipped += std::string(skipped.empty() ? "" : ", ") + kRoleNames[i];
   }
+  if (skip_attention) skipped += std::string(skipped.empty() ? "" : ", ") + "attention";
+  if (skip_swiglu) skipped += std::string(skipped.empty() ? "" : ", ") + "swiglu";
   std::string out = forced;
   if (!skipped.empty()) out += std::string(out.empty() ? "" : "; ") + "skip " + skipped;
   return out;
@@ -92,6 +95,12 @@ Result<RoleOverrides> parse_role_overrides(const std::string& kernels_list,
     o.kernel[r] = k;
   }
   for (const std::string& item : split_list(skip_list)) {
+    bool* op = item == "attention" ? &o.skip_attention : item == "swiglu" ? &o.skip_swiglu : nullptr;
+    if (op) {
+      if (*op) return invalid_argument("SPARROW_ENGINE_SKIP: " + item + " is named twice");
+      *op = true;
+      continue;
+    }
     SPARROW_ASSIGN_OR_RETURN(const int r, role_index(item, "SPARROW_ENGINE_SKIP"));
     if (o.kernel[r]) {
       return invalid_argument(std::string("SPARROW_ENGINE_SKIP: role ") + kRoleNames[r] +

@@ -5,7 +5,9 @@
 //     input_rms, else the norm kernel runs before it);
 //   SPARROW_ENGINE_SKIP="o,down"   that role's matmuls are not launched at all: the step's time
 //     without them, i.e. their cost in the engine's own sequence of kernels, from the difference
-//     (the outputs are then meaningless).
+//     (the outputs are then meaningless). Two non-matmul ops may be skipped the same way:
+//     "attention" (with the RoPE / cache-append kernel when it runs separately; the combine
+//     kernel too) and "swiglu".
 // Roles: qkv, q, k, v, o, gate_up, gate, up, down, lm_head (qkv and gate_up are the stacked
 // projections the engine runs when it fuses them, q/k/v/gate/up otherwise). Read when a GPU
 // backend is made; a bad value makes that fail with invalid_argument.
@@ -24,6 +26,7 @@ const char* role_name(LayerRole r);
 struct RoleOverrides {
   const kernels::KernelInfo* kernel[int(LayerRole::count)] = {};  // null: matmul's pick
   bool skip[int(LayerRole::count)] = {};
+  bool skip_attention = false, skip_swiglu = false;  // the non-matmul ops SKIP may name
   bool any() const;
   bool skips() const;  // some role is skipped: the engine's outputs are meaningless
   // "o=tca_bme.mma; skip down" style summary for the engine's stderr note ("" when none).

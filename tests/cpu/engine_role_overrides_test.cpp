@@ -32,6 +32,17 @@ TEST(EngineRoleOverrides, ForcesKernelsAndSkipsRoles) {
   EXPECT_TRUE(o->skips());
   EXPECT_EQ(o->describe(), "o=tca_bme.mma, down=tca_bme.decode; skip gate_up, lm_head");
   EXPECT_STREQ(role_name(LayerRole::gate_up), "gate_up");
+  auto ops = parse_role_overrides("", "swiglu, o, attention");
+  ASSERT_TRUE(ops.ok()) << ops.status().to_string();
+  EXPECT_TRUE(ops->skip_attention);
+  EXPECT_TRUE(ops->skip_swiglu);
+  EXPECT_TRUE(ops->skip[int(LayerRole::o)]);
+  EXPECT_TRUE(ops->skips());
+  EXPECT_EQ(ops->describe(), "skip o, attention, swiglu");
+  auto one_op = parse_role_overrides("", "swiglu");
+  ASSERT_TRUE(one_op.ok());
+  EXPECT_TRUE(one_op->skips());
+  EXPECT_FALSE(one_op->skip_attention);
   auto forced_only = parse_role_overrides("o=tca_bme.mma", "");
   ASSERT_TRUE(forced_only.ok());
   EXPECT_TRUE(forced_only->any());
@@ -51,6 +62,9 @@ TEST(EngineRoleOverrides, RefusesWhatItCannotDo) {
   expect_bad("=tca_bme.mma", "", "is not role=kernel");
   expect_bad("o=", "", "is not role=kernel");
   expect_bad("o=tca_bme.mma,o=tca_bme.decode", "", "named twice");
-  expect_bad("", "attention", "unknown layer role 'attention'");
+  // attention and swiglu are ops SKIP may name, not layer roles a kernel can be forced for.
+  expect_bad("attention=tca_bme.mma", "", "unknown layer role 'attention'");
+  expect_bad("", "attention,attention", "attention is named twice");
+  expect_bad("", "rope", "ops: attention, swiglu");
   expect_bad("o=tca_bme.mma", "o", "also forced");
 }

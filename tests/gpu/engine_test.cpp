@@ -213,6 +213,28 @@ TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
     std::vector<int32_t> next;
     EXPECT_TRUE(gpu.value()->forward_greedy(kPrompt.data(), 1, int64_t(kPrompt.size()), next).ok());
   }
+  // The non-matmul ops SKIP may name: the steps run (prefill and a decode step), and skipping
+  // really leaves the op out (the logits differ from a full step's).
+  std::vector<float> full;
+  {
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    ASSERT_TRUE(gpu.value()->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), false, full).ok());
+  }
+  for (const char* op : {"attention", "swiglu"}) {
+    Env e("", op);
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_TRUE(gpu.ok()) << op << ": " << gpu.status().to_string();
+    std::vector<float> skipped;
+    ASSERT_TRUE(
+        gpu.value()->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), false, skipped).ok())
+        << op;
+    ASSERT_EQ(skipped.size(), full.size()) << op;
+    EXPECT_NE(skipped, full) << op << " was skipped but the logits did not change";
+    std::vector<int32_t> next;
+    const int32_t one = kPrompt[0];
+    EXPECT_TRUE(gpu.value()->forward_greedy(&one, 1, 1, next).ok()) << op;  // a decode step
+  }
 }
 
 // Passes of 1 and 3 rows run the norms inside the matmuls (each RMSNorm's gain folded into the
