@@ -49,7 +49,10 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 // rotates its q head; the block whose keys include the row's own position rotates the new key,
 // uses it from shared memory, and (the first q head of each kv group) appends k and v to the
 // caches. Same arithmetic and rounding as rope_and_cache followed by attention: the outputs and
-// caches are bit-identical. One kernel fewer per layer.
+// caches are bit-identical. One kernel fewer per layer. With `rope` (and head_dim 64 / 128 / 256)
+// the kernel reads rows.pos0 and the caches' positions below each row's own before it waits for
+// the previous kernel (dependent launch): those must not be written by the kernels of the same
+// step (the engine stages pos0 from the host; earlier positions come from earlier steps).
 struct DecodeRope {
   const void* k = nullptr;  // (rows, kv_ld) keys before rotation
   const void* v = nullptr;  // (rows, kv_ld)
