@@ -167,7 +167,9 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
 
 // Rotates the pair (x[j], x[j + half]) of one head by pos * inv_freq[j] (fp32 angle as HF
 // computes it; HF's rotate_half convention), rounded to T. The one rotation both rope_cache_kernel
-// and the folded decode path use, so the two give the same bits.
+// and the folded decode path use, so the two give the same bits. rope_angle and rope_rotate are
+// its two halves: the folded decode path works the angle out before waiting for the previous
+// kernel (it depends on no activation) and rotates after.
 struct RopeAngle {
   float sn = 0.0f, cs = 0.0f;
 };
@@ -225,6 +227,8 @@ __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v
 
 constexpr int kAttnWarps = 4;
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
+// fold_rope gives thread j pair j: a block has at least head_dim / 2 threads.
+static_assert(32 * kAttnWarps >= 32 * kMaxDimPerLane / 2, "fold_rope: one pair per thread");
 
 // Keys [begin, end) of block (row at `pos`, `split`): fixed ranges of split_len, or (split_len 0)
 // the row's pos + 1 keys shared evenly by the n_splits blocks, so a decode step early in a long
