@@ -376,6 +376,16 @@ class GpuBackend final : public Backend {
                                                  cudaMemcpyDeviceToHost, stream_));
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     std::memcpy(next.data(), out, size_t(batch) * sizeof(int32_t));
+    // The device argmax finds no largest logit when all are NaN and returns an id past the
+    // vocabulary: say what happened instead of handing that id to the next step.
+    for (int b = 0; b < batch; ++b) {
+      if (next[size_t(b)] < 0 || next[size_t(b)] >= model_->config.vocab) {
+        return corrupt_data("sequence " + std::to_string(b) + ": every logit at position " +
+                            std::to_string(position_ - 1) +
+                            " is NaN, so there is no greedy token (the model's weights hold "
+                            "NaN or its " + dtype_name(dt_) + " activations overflowed)");
+      }
+    }
     return {};
   }
 

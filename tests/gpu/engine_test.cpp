@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "cpu/engine_test_util.hpp"
 #include "sparrow/engine/backend.hpp"
@@ -280,6 +281,23 @@ TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
   for (int i = 0; i < 200; ++i) tokens.push_back((i * 37) % 300);
   // bf16 activations: a relative half-ulp of 2^-8 per rounding.
   expect_logits_close(std::make_shared<engine::Model>(std::move(m).value()), tokens, 3e-2, 64);
+}
+
+// A model whose logits are all NaN (here its final norm's gain) gets a clear error from a greedy
+// step, not an id past the vocabulary that the next step refuses.
+TEST(GpuEngine, NanLogitsAreAClearError) {
+  engine::LlamaConfig c = test::tiny_config();
+  auto m = engine::build_model(c, test::random_source(c, 5));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m.value().name = "random tiny with a NaN final norm";
+  for (float& g : m.value().final_norm) g = std::numeric_limits<float>::quiet_NaN();
+  auto gpu = engine::make_gpu_backend(std::make_shared<engine::Model>(std::move(m).value()));
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  std::vector<int32_t> next;
+  const Status s = gpu.value()->forward_greedy(prompt.data(), 1, 3, next);
+  EXPECT_EQ(s.code(), Code::corrupt_data) << s.to_string();
+  EXPECT_NE(s.message().find("is NaN"), std::string::npos) << s.to_string();
 }
 
 TEST(GpuEngine, ModelTooLargeSaysHowMuchItNeeds) {
