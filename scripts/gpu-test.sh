@@ -48,7 +48,7 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:EngineAttention*'}
 RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
@@ -105,8 +105,9 @@ if command -v compute-sanitizer >/dev/null; then
   stage memcheck "$MEMCHECK_LIMIT" "$LOG" compute-sanitizer --tool memcheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$MEMCHECK_FILTER"
   # The tensor-core kernels share tiles between warps through shared memory: racecheck on their
-  # small subset (~60 s on the H100), and on the few-token kernel (~7 s), whose warps reuse their
-  # value buffer for their sums.
+  # small subset (~60 s on the H100), on the few-token kernel (~7 s), whose warps reuse their
+  # value buffer for their sums, and on the engine's attention (~10 s: the rotated q, the new key
+  # and the warps' partial states go through shared memory).
   stage racecheck "$RACECHECK_LIMIT" "$LOG" compute-sanitizer --tool racecheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$RACECHECK_FILTER"
 else
