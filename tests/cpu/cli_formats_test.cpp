@@ -52,6 +52,21 @@ TEST(CliFormats, BadArgumentsExitTwoWithOneLine) {
   }
 }
 
+TEST(CliFormats, NegativeSeedsAreRefusedEverywhere) {
+  // CLI11 alone reads "-1" into a uint64_t as 2^64 - 1; every --seed refuses it.
+  for (const char* args :
+       {"formats --rows 8 --cols 8 --sparsity 0.5 --seed -1", "synth --preset tiny --out x --seed -2",
+        "prune --model x --out y --sparsity 0.5 --seed -1", "run -m x --tokens 1 --seed -5"}) {
+    CliRun r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("non-negative"), std::string::npos) << args << "\n" << r.out;
+  }
+  // The largest seed still parses.
+  CliRun r = run_cli("formats --rows 8 --cols 8 --sparsity 0.5 --seed 18446744073709551615");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("seed 18446744073709551615"), std::string::npos) << r.out;
+}
+
 TEST(CliFormats, HelpAndVersion) {
   EXPECT_EQ(run_cli("--help").code, 0);
   CliRun v = run_cli("--version");

@@ -20,6 +20,15 @@ void register_synth(CLI::App& app, int& exit_code);
 void register_prune(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 
+// For --seed options: CLI11 would read "-1" into a uint64_t as 2^64 - 1 without a word.
+inline CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s.find('-') == std::string::npos ? "" : "a seed is a non-negative integer";
+      },
+      "SEED");
+}
+
 // The full command line, as typed (main() sets it; benchmark headers print it).
 inline std::string& command_line() {
   static std::string line;

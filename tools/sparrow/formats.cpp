@@ -143,7 +143,9 @@ void register_formats(CLI::App& app, int& exit_code) {
   cmd->add_option("--pattern", args->pattern, "random | magnitude | block:BxB | nm:N:M[:L]")
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp16 | bf16")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "generator seed")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "generator seed")
+      ->check(seed_validator())
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "print a JSON array instead of a table");
   cmd->callback([args, &exit_code] { exit_code = run_formats(*args); });
 }

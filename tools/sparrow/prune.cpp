@@ -133,7 +133,9 @@ void register_prune(CLI::App& app, int& exit_code) {
   cmd->add_option("--schedule", args->schedule, "uniform | owl | FILE.json")->capture_default_str();
   cmd->add_option("--ignore", args->ignore, "regex of tensor names to keep dense (repeatable)");
   cmd->add_option("--calibration", args->calibration, "wanda input-channel norms (see below)");
-  cmd->add_option("--seed", args->seed, "seed for --method random")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed for --method random")
+      ->check(seed_validator())
+      ->capture_default_str();
   cmd->add_flag("--force", args->force, "replace an existing output directory");
   cmd->add_flag("--reprune", args->reprune,
                 "prune layers that are already at least as sparse as the target (default: kept)");

@@ -168,7 +168,9 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: all)")
       ->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "nucleus sampling threshold")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "sampling seed")
+      ->check(seed_validator())
+      ->capture_default_str();
   cmd->add_option("-b,--batch", args->batch, "run the prompt as this many sequences at once")
       ->capture_default_str();
   cmd->add_option("--backend", args->backend, "gpu, cpu or auto (the GPU when present)")

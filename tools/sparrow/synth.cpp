@@ -95,7 +95,9 @@ void register_synth(CLI::App& app, int& exit_code) {
                   "tiny (2 layers, ~3.4 MB) | llama2-7b | llama3-8b | custom")
       ->capture_default_str();
   cmd->add_option("--out", args->out, "output directory")->required();
-  cmd->add_option("--seed", args->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "random seed")
+      ->check(seed_validator())
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp16 | bf16 | fp32 (default: the preset's)");
   cmd->add_option("--hidden", args->hidden, "custom: hidden size");
   cmd->add_option("--layers", args->layers, "custom: decoder layers");
