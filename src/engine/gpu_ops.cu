@@ -447,16 +447,17 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
   split_range(pos, split, split_len, n_splits, begin, end);
   const T* kbase = k_cache + b * s.context * kvd + kvh * hd + 8 * g;
   const T* vbase = v_cache + b * s.context * kvd + kvh * hd + 8 * g;
+  auto load_cached = [&](int64_t j, uint4& kv, uint4& vv) {
+    kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
+    vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
+  };
   // Key j of this lane: begin + (step * kAttnWarps + warp) * kKeys + kk.
   int64_t j = begin + int64_t(warp) * kKeys + kk;
   uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
   RopeAngle angle;
   if (early) {
     if (int64_t(threadIdx.x) < hd / 2) angle = rope_angle(threadIdx.x, pos, rope.inv_freq);
-    if (j < end && j != pos) {
-      kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
-      vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
-    }
+    if (j < end && j != pos) load_cached(j, kv, vv);
     kernels::wait_for_previous();
   }
   if (!has_keys_or_write_empty(begin, end, part)) return;
@@ -479,8 +480,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
       kv = *reinterpret_cast<const uint4*>(kv_new + 8 * g);
       vv = *reinterpret_cast<const uint4*>(kv_new + hd + 8 * g);
     } else if (j < end) {
-      kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
-      vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
+      load_cached(j, kv, vv);
     }
   };
   if (!early) {
