@@ -54,6 +54,15 @@ bool can_concat_rows(Format f);  // whether concat_rows stacks weights of this f
 Status scale_columns(Weight& w, const std::vector<float>& gain);
 bool can_scale_columns(Format f);  // whether scale_columns scales weights of this format
 
+// Every stored and derived array of the weight (pointer, bytes), wherever they live; empty arrays
+// are left out. What a kernel reading this weight may touch, e.g. for an experiment that reads
+// the bytes without computing.
+struct ArrayBytes {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+std::vector<ArrayBytes> arrays_of(const Weight& w);
+
 // Copies every array of the weight to the current CUDA device (or back).
 Result<Weight> to_device(const Weight& w);
 Result<Weight> to_host(const Weight& w);

@@ -147,6 +147,20 @@ Location location_of(const Weight& w) {
   return loc;
 }
 
+std::vector<ArrayBytes> arrays_of(const Weight& w) {
+  std::vector<ArrayBytes> out;
+  Weight& mut = const_cast<Weight&>(w);  // for_each_buffer only reads here
+  (void)std::visit(
+      [&](auto& m) {
+        return for_each_buffer(m, [&](auto& buf) {
+          if (buf.bytes() > 0) out.push_back({buf.data(), buf.bytes()});
+          return Status::success();
+        });
+      },
+      mut);
+  return out;
+}
+
 Result<Weight> to_device(const Weight& w) { return move_to(w, Location::device); }
 Result<Weight> to_host(const Weight& w) { return move_to(w, Location::host); }
 

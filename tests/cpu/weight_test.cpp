@@ -38,6 +38,23 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
 
 class EveryFormat : public ::testing::TestWithParam<Format> {};
 
+// arrays_of names every array a kernel may read: together they are the stored and derived bytes.
+TEST_P(EveryFormat, ArraysOfCoverStoredAndDerivedBytes) {
+  const Format f = GetParam();
+  HostMatrix w = nm_matrix(DType::fp16, 130, 70, 0.6, 7);
+  auto enc = encode(f, w.view(), options_for(f));
+  ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+  const std::vector<ArrayBytes> arrays = arrays_of(enc.value());
+  ASSERT_FALSE(arrays.empty());
+  size_t sum = 0;
+  for (const ArrayBytes& a : arrays) {
+    EXPECT_NE(a.data, nullptr);
+    EXPECT_GT(a.bytes, 0u);
+    sum += a.bytes;
+  }
+  EXPECT_EQ(sum, storage_bytes(enc.value()) + derived_bytes(enc.value())) << format_name(f);
+}
+
 TEST_P(EveryFormat, RoundTripValidateAndReferenceAgree) {
   const Format f = GetParam();
   for (DType t : {DType::fp16, DType::bf16}) {
