@@ -447,6 +447,7 @@ class GpuBackend final : public Backend {
   Status layer_matmul(LayerRole role, const MatrixView& y, const Weight& w,
                       const ConstMatrixView& x, const MatmulOptions& opt) {
     if (overrides_.skip[int(role)]) return {};
+    if (overrides_.read_only[int(role)]) return read_only(w);
     const kernels::KernelInfo* k = overrides_.kernel[int(role)];
     if (k == nullptr) return matmul(y, w, x, stream_, opt);
     if (k->format != format_of(w)) {
@@ -459,6 +460,25 @@ class GpuBackend final : public Backend {
                          " does not run on this GPU");
     }
     return k->run(kernels::Problem{w, x, y, opt}, stream_);
+  }
+
+  // SPARROW_ENGINE_READ_ONLY: every array of the weight read, nothing computed.
+  Status read_only(const Weight& w) {
+    gpu::ReadArrays a;
+    for (const ArrayBytes& arr : arrays_of(w)) {
+      if (a.count == gpu::kMaxReadArrays)
+        return unsupported("SPARROW_ENGINE_READ_ONLY: a weight with more than " +
+                           std::to_string(gpu::kMaxReadArrays) + " arrays");
+      a.data[a.count] = arr.data;
+      a.bytes[a.count] = arr.bytes;
+      ++a.count;
+    }
+    gpu::ReadPlan plan;
+    plan.blocks_per_sm = overrides_.read_blocks_per_sm;
+    if (overrides_.read_early_kib_per_sm >= 0)
+      plan.early_bytes_per_sm = size_t(overrides_.read_early_kib_per_sm) * 1024;
+    plan.stage_in_shared = overrides_.read_stage_shared;
+    return gpu::read_arrays(a, plan, stream_);
   }
 
   // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
@@ -667,9 +687,13 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
   SPARROW_ASSIGN_OR_RETURN(RoleOverrides overrides, role_overrides_from_env());
   auto b = std::make_unique<GpuBackend>(std::move(model), opt, ctx, overrides);
   if (overrides.any()) {
-    std::fprintf(stderr, "sparrow: engine experiment (SPARROW_ENGINE_KERNELS / _SKIP): %s%s\n",
+    std::fprintf(stderr,
+                 "sparrow: engine experiment (SPARROW_ENGINE_KERNELS / _SKIP / _READ_ONLY / "
+                 "_READ_PLAN): %s%s\n",
                  overrides.describe().c_str(),
-                 overrides.skips() ? "; skipped layers make the outputs meaningless" : "");
+                 overrides.outputs_meaningless()
+                     ? "; skipped or read-only layers make the outputs meaningless"
+                     : "");
   }
   SPARROW_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<Backend>(std::move(b));

@@ -116,6 +116,99 @@ __global__ void swiglu_kernel(T* out, const T* gate, const T* up, int64_t rows, 
   out[i] = from_float<T>(g / (1.0f + __expf(-g)) * to_float(up[at]));
 }
 
+// Every byte of the arrays, 16 at a time with kReadUnroll loads in flight per thread (the tail
+// of an array that is not a multiple of 16 bytes byte by byte, by the first threads); the XOR of
+// everything is compared with a value it cannot be expected to have, so no load is dropped.
+// The first `early` bytes (in array order) are read before the wait for the previous kernel, the
+// rest after it: a kernel that computes can only load as much of its weight before its input
+// is ready as it has room for on chip (all of it: `early` = SIZE_MAX).
+constexpr int kReadThreads = 256;
+constexpr int kReadUnroll = 4;
+
+// XOR of p[i] for i in [begin, end) that this thread owns (grid-stride from begin + first).
+__device__ __forceinline__ uint32_t read_range(const uint4* __restrict__ p, size_t begin,
+                                               size_t end, size_t first, size_t stride) {
+  uint32_t acc = 0;
+  size_t i = begin + first;
+  for (; i + (kReadUnroll - 1) * stride < end; i += kReadUnroll * stride) {
+    uint4 v[kReadUnroll];
+#pragma unroll
+    for (int u = 0; u < kReadUnroll; ++u) v[u] = __ldcs(p + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kReadUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < end; i += stride) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  return acc;
+}
+
+__global__ void read_arrays_kernel(ReadArrays a, size_t early, uint32_t* sink) {
+  kernels::let_next_launch();
+  uint32_t acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  size_t split[kMaxReadArrays];  // (array) 16-byte words read before the wait
+  size_t budget = early / 16;
+  for (int j = 0; j < a.count; ++j) {
+    split[j] = min(budget, a.bytes[j] / 16);
+    budget -= split[j];
+    acc ^= read_range(static_cast<const uint4*>(a.data[j]), 0, split[j], first, stride);
+  }
+  kernels::wait_for_previous();  // keeps the chain's order transitive
+  for (int j = 0; j < a.count; ++j) {
+    const size_t n = a.bytes[j] / 16;
+    acc ^= read_range(static_cast<const uint4*>(a.data[j]), split[j], n, first, stride);
+    const size_t tail = a.bytes[j] % 16;
+    if (first < tail) acc ^= static_cast<const uint8_t*>(a.data[j])[n * 16 + first];
+  }
+  if (acc == 0x9E3779B9u && sink) *sink = acc;
+}
+
+// ReadPlan::stage_in_shared: what a kernel that stages its weight in shared memory could do.
+// Block b copies its contiguous share of the first `early` bytes into shared memory with
+// cp.async before the wait, reads them back from shared memory after it, then reads the rest
+// from global memory as read_arrays_kernel does.
+__global__ void read_arrays_smem_kernel(ReadArrays a, size_t early, uint32_t* sink) {
+  kernels::let_next_launch();
+  extern __shared__ uint4 staged[];  // (words this block stages)
+  const uint32_t staged_addr = static_cast<uint32_t>(__cvta_generic_to_shared(staged));
+  size_t split[kMaxReadArrays];
+  size_t budget = early / 16, used = 0;
+  for (int j = 0; j < a.count; ++j) {
+    split[j] = min(budget, a.bytes[j] / 16);
+    budget -= split[j];
+    const size_t per = (split[j] + gridDim.x - 1) / gridDim.x;
+    const size_t w0 = min(split[j], per * blockIdx.x), w1 = min(split[j], w0 + per);
+    const uint4* p = static_cast<const uint4*>(a.data[j]);
+    for (size_t w = w0 + threadIdx.x; w < w1; w += blockDim.x) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                       staged_addr + uint32_t((used + w - w0) * 16)),
+                   "l"(p + w));
+    }
+    used += per;
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  kernels::wait_for_previous();
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  uint32_t acc = 0;
+  for (size_t i = threadIdx.x; i < used; i += blockDim.x) {
+    const uint4 v = staged[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (int j = 0; j < a.count; ++j) {
+    const size_t n = a.bytes[j] / 16;
+    acc ^= read_range(static_cast<const uint4*>(a.data[j]), split[j], n, first, stride);
+    const size_t tail = a.bytes[j] % 16;
+    if (first < tail) acc ^= static_cast<const uint8_t*>(a.data[j])[n * 16 + first];
+  }
+  if (acc == 0x9E3779B9u && sink) *sink = acc;
+}
+
 template <class T>
 __global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t cols) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
@@ -680,6 +773,48 @@ Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count
                       stream, static_cast<const T*>(src), static_cast<T*>(dst), count, cols),
         "gather_last_rows launch");
   });
+}
+
+Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream) {
+  if (arrays.count < 0 || arrays.count > kMaxReadArrays)
+    return invalid_argument("read_arrays: 0.." + std::to_string(kMaxReadArrays) + " arrays");
+  for (int j = 0; j < arrays.count; ++j)
+    if (arrays.bytes[j] > 0 && arrays.data[j] == nullptr)
+      return invalid_argument("read_arrays: a null array of " + std::to_string(arrays.bytes[j]) +
+                              " bytes");
+  if (plan.blocks_per_sm < 1 || plan.blocks_per_sm > 8)
+    return invalid_argument("read_arrays: blocks_per_sm must be 1..8 (8 fills an SM)");
+  SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
+  const int blocks = dev.sm_count * plan.blocks_per_sm;
+  const size_t early = plan.early_bytes_per_sm == SIZE_MAX
+                           ? SIZE_MAX
+                           : plan.early_bytes_per_sm * size_t(dev.sm_count);
+  if (!plan.stage_in_shared) {
+    return cuda_status(launch_kernel(kDependent, read_arrays_kernel, dim3(unsigned(blocks)),
+                                     dim3(kReadThreads), 0, stream, arrays, early,
+                                     static_cast<uint32_t*>(nullptr)),
+                       "read_arrays launch");
+  }
+  // A block's share of the early bytes, plus one 16-byte word per array for the rounding up.
+  const size_t smem = plan.early_bytes_per_sm == SIZE_MAX
+                          ? SIZE_MAX
+                          : plan.early_bytes_per_sm / size_t(plan.blocks_per_sm) +
+                                16 * kMaxReadArrays;
+  if (smem > size_t(dev.max_smem_per_block)) {
+    return invalid_argument("read_arrays: staging " +
+                            (smem == SIZE_MAX ? std::string("every byte")
+                                              : std::to_string(smem) + " bytes per block") +
+                            " in shared memory exceeds the " +
+                            std::to_string(dev.max_smem_per_block) + " a block may use");
+  }
+  SPARROW_RETURN_IF_ERROR(
+      cuda_status(cudaFuncSetAttribute(read_arrays_smem_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                  "read_arrays shared memory"));
+  return cuda_status(launch_kernel(kDependent, read_arrays_smem_kernel, dim3(unsigned(blocks)),
+                                   dim3(kReadThreads), smem, stream, arrays, early,
+                                   static_cast<uint32_t*>(nullptr)),
+                     "read_arrays launch");
 }
 
 Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,

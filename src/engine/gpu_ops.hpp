@@ -75,6 +75,32 @@ Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t
 Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,
                         DType t, Stream stream);
 
+// Reads every byte of up to kMaxReadArrays device arrays and writes nothing: the experiment
+// SPARROW_ENGINE_READ_ONLY (engine/role_overrides.hpp) launches it in place of a matmul to see
+// what the step would take if that matmul ran at the speed of a plain read of its weight. Like
+// the matmuls it reads weights before waiting for the previous kernel (dependent launch) and
+// lets the next kernel launch at once; `plan` says how much it reads before the wait and how.
+constexpr int kMaxReadArrays = 4;
+struct ReadArrays {
+  const void* data[kMaxReadArrays] = {};
+  size_t bytes[kMaxReadArrays] = {};
+  int count = 0;
+};
+struct ReadPlan {
+  // 256-thread blocks per SM, 1..8: 8 fills every SM as a streaming read does; fewer leave room
+  // for the next kernels of the chain to start (and read their weights) while this one runs.
+  int blocks_per_sm = 8;
+  // Bytes per SM (in array order, spread over the blocks) read before the wait; the rest after
+  // it. SIZE_MAX: everything before. A kernel that computes can hold only what fits on chip
+  // (shared memory, registers) while its input is not ready.
+  size_t early_bytes_per_sm = SIZE_MAX;
+  // The early bytes copied into shared memory with cp.async (as a kernel that stages its weight
+  // would) instead of loaded into registers and dropped; needs a finite early_bytes_per_sm that
+  // fits a block's shared memory.
+  bool stage_in_shared = false;
+};
+Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream);
+
 // out[r] = index of the largest logits[r, :] (lowest index among equal ones).
 Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,
               Stream stream);

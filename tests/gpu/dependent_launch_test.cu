@@ -152,3 +152,75 @@ TEST(DependentLaunch, RmsNormWaitsForTheKernelThatWritesItsInput) {
   }
   cudaStreamDestroy(s);
 }
+
+// read_arrays (the SPARROW_ENGINE_READ_ONLY experiment) reads only weights before its wait, but it
+// must still wait: a kernel after it waits only for read_arrays, so if read_arrays finished before
+// the slow producer, the norm behind it would read X's NaN. Every plan: all bytes early, some,
+// none, staged in shared memory, 1 or 8 blocks per SM. Also: bad arguments are refused.
+TEST(DependentLaunch, ReadArraysKeepsTheChainInOrder) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU";
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int64_t hidden = 4099;
+  const DType t = DType::fp16;
+  const HostMatrix x = patterns::dense_random(t, 1, hidden, 41);
+  const HostMatrix gain = patterns::dense_random(DType::fp32, 1, hidden, 42);
+  // Arrays of odd sizes (a tail that is not a multiple of 16 bytes), larger than what is staged.
+  const HostMatrix w1 = patterns::dense_random(t, 3000, 333, 43);
+  const HostMatrix w2 = patterns::dense_random(t, 1, 7, 44);
+  const DeviceMatrix src = DeviceMatrix::upload(x), g = DeviceMatrix::upload(gain);
+  const DeviceMatrix d1 = DeviceMatrix::upload(w1), d2 = DeviceMatrix::upload(w2);
+  engine::gpu::ReadArrays a;
+  a.data[0] = d1.view.data;
+  a.bytes[0] = size_t(3000) * 333 * 2;
+  a.data[1] = d2.view.data;
+  a.bytes[1] = 7 * 2;
+  a.count = 2;
+  struct PlanCase {
+    int blocks_per_sm;
+    size_t early;
+    bool shared;
+  };
+  for (const PlanCase pc : {PlanCase{8, SIZE_MAX, false}, PlanCase{1, SIZE_MAX, false},
+                            PlanCase{1, 0, false}, PlanCase{2, 4096, false},
+                            PlanCase{1, 16384, true}, PlanCase{4, 16384, true}}) {
+    engine::gpu::ReadPlan plan;
+    plan.blocks_per_sm = pc.blocks_per_sm;
+    plan.early_bytes_per_sm = pc.early;
+    plan.stage_in_shared = pc.shared;
+    const std::string early = pc.early == SIZE_MAX ? "all" : std::to_string(pc.early);
+    const std::string what = std::to_string(pc.blocks_per_sm) + " blocks/SM, early " + early +
+                             (pc.shared ? ", shared" : "");
+    DeviceMatrix dx = DeviceMatrix::alloc(t, 1, hidden), out = DeviceMatrix::alloc(t, 1, hidden);
+    dx.poison();
+    out.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(produce_late(dx.view.data, src.view.data, hidden, s));
+    const Status st = engine::gpu::read_arrays(a, plan, s);
+    ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+    const Status norm = engine::gpu::rms_norm(dx.view.data, static_cast<const float*>(g.view.data),
+                                              1e-5f, out.view.data, 1, hidden, t, s);
+    ASSERT_TRUE(norm.ok()) << norm.to_string();
+    CUDA_OK(cudaStreamSynchronize(s));
+    const HostMatrix y = out.download();
+    for (int64_t i = 0; i < hidden; ++i)
+      ASSERT_TRUE(std::isfinite(y.at(0, i)))
+          << what << ": the norm after read_arrays read X before it was written (" << i << ")";
+  }
+
+  engine::gpu::ReadArrays bad = a;
+  bad.count = engine::gpu::kMaxReadArrays + 1;
+  EXPECT_EQ(engine::gpu::read_arrays(bad, {}, s).code(), Code::invalid_argument);
+  bad = a;
+  bad.data[1] = nullptr;
+  EXPECT_EQ(engine::gpu::read_arrays(bad, {}, s).code(), Code::invalid_argument);
+  engine::gpu::ReadPlan plan;
+  plan.blocks_per_sm = 9;
+  EXPECT_EQ(engine::gpu::read_arrays(a, plan, s).code(), Code::invalid_argument);
+  plan = {};
+  plan.stage_in_shared = true;  // every byte cannot be staged
+  EXPECT_EQ(engine::gpu::read_arrays(a, plan, s).code(), Code::invalid_argument);
+  plan.early_bytes_per_sm = size_t(1) << 30;  // more than a block's shared memory
+  EXPECT_EQ(engine::gpu::read_arrays(a, plan, s).code(), Code::invalid_argument);
+  cudaStreamDestroy(s);
+}

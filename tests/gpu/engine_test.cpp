@@ -179,13 +179,15 @@ TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
   auto m = std::make_shared<engine::Model>(std::move(pruned).value());
   m->name = "tinyllama-py 50% tca_bme, o=tca_bme.mma, qkv=tca_bme.decode";
   struct Env {  // sets the knobs for one scope
-    Env(const char* kernels, const char* skip) {
+    Env(const char* kernels, const char* skip, const char* read_only = "") {
       setenv("SPARROW_ENGINE_KERNELS", kernels, 1);
       setenv("SPARROW_ENGINE_SKIP", skip, 1);
+      setenv("SPARROW_ENGINE_READ_ONLY", read_only, 1);
     }
     ~Env() {
       unsetenv("SPARROW_ENGINE_KERNELS");
       unsetenv("SPARROW_ENGINE_SKIP");
+      unsetenv("SPARROW_ENGINE_READ_ONLY");
     }
   };
   {
@@ -235,6 +237,21 @@ TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
     std::vector<int32_t> next;
     const int32_t one = kPrompt[0];
     EXPECT_TRUE(gpu.value()->forward_greedy(&one, 1, 1, next).ok()) << op;  // a decode step
+  }
+  // READ_ONLY: the role's matmuls only read their weights (gpu::read_arrays), so the outputs
+  // change, and prefill and decode steps run without an error (compute-sanitizer sees the reads).
+  {
+    Env e("", "", "qkv,o,gate_up,down");
+    auto gpu = engine::make_gpu_backend(m);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    std::vector<float> read;
+    ASSERT_TRUE(gpu.value()->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), false, read).ok());
+    ASSERT_EQ(read.size(), full.size());
+    EXPECT_NE(read, full) << "the matmuls were read-only but the logits did not change";
+    std::vector<int32_t> next;
+    const int32_t one = kPrompt[0];
+    for (int step = 0; step < 3; ++step)  // decode steps (the graph is captured and replayed)
+      ASSERT_TRUE(gpu.value()->forward_greedy(&one, 1, 1, next).ok()) << "step " << step;
   }
 }
 
