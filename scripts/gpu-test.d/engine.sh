@@ -2,7 +2,10 @@
 # gpu-test hook: the inference engine on the GPU. bench-model on tinyllama-py (when
 # SPARROW_TINYLLAMA points at it) dense vs 50 %, then a Llama-2-7B-shaped synthetic model built in
 # memory, dense vs 50/70/90 % (issue 6's table). The GPU engine tests themselves run in the
-# gpu-tests stage (GpuEngine.*).
+# gpu-tests stage (GpuEngine.*). Since session 28 `--format fastest` (the default) builds one
+# 7B model per batch size whose rule-table picks differ from the previous one's (at 50 %: three,
+# for batch 1, 8 and 32), ~25 s each: expect ~300 s for this stage (184 s in session 26); give
+# it EXTRA_LIMIT=420 and a device call of its own.
 set -euo pipefail
 BUILD=$1
 if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "core/parallel.hpp"
 #include "kernels/kernel.hpp"
@@ -23,7 +24,7 @@ bool has_gpu_kernel(Format f) {
 
 // Prunes one dense host matrix and encodes it.
 Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptions& mask,
-                                const std::string& format, bool need_gpu_kernel) {
+                                const std::string& format, bool need_gpu_kernel, int64_t pick_n) {
   HostMatrix pruned;
   if (mask.sparsity > 0 || mask.structure.kind != prune::Structure::Kind::unstructured) {
     SPARROW_ASSIGN_OR_RETURN(std::vector<uint8_t> keep, prune::compute_mask(w, mask));
@@ -40,9 +41,9 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
   if (format == "auto") {
     f = auto_format(1.0 - prune::zero_fraction(pruned.view()), need_gpu_kernel);
   } else if (format == "fastest") {
-    // The rule table's choice for decode (N = 1) at this layer's shape: dense wherever no sparse
-    // kernel measured faster.
-    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), 1, false, pruned.rows(),
+    // The rule table's choice for passes of pick_n tokens at this layer's shape: dense wherever
+    // no sparse kernel measured faster.
+    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), pick_n, false, pruned.rows(),
                     pruned.cols())
             .format;
   } else {
@@ -57,6 +58,15 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
                                            enc.status().message());
   }
   return enc;
+}
+
+// (rows, cols) of role `which` (q, k, v, o, gate, up, down: layer_weight's order).
+std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
+  const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},      {c.kv_dim(), c.hidden},
+                                {c.kv_dim(), c.hidden},     {c.hidden, c.q_dim()},
+                                {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
+                                {c.hidden, c.intermediate}};
+  return {shapes[which][0], shapes[which][1]};
 }
 
 Weight* layer_weight(Layer& l, int which) {
@@ -97,14 +107,15 @@ Status check_format_choice(const std::string& format) {
 }
 
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
-                          bool need_gpu_kernel) {
+                          bool need_gpu_kernel, int64_t pick_n) {
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
   Model out = m;
   for (Layer& l : out.layers) {
     for (int i = 0; i < 7; ++i) {
       Weight* w = layer_weight(l, i);
       SPARROW_ASSIGN_OR_RETURN(HostMatrix d, decode(*w));
-      SPARROW_ASSIGN_OR_RETURN(*w, prune_and_encode(d.view(), mask, format, need_gpu_kernel));
+      SPARROW_ASSIGN_OR_RETURN(*w,
+                               prune_and_encode(d.view(), mask, format, need_gpu_kernel, pick_n));
     }
   }
   return out;
@@ -122,9 +133,16 @@ Result<Model> reencode_model(const Model& m, Format format) {
   return out;
 }
 
-Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
-                          const std::string& format, bool need_gpu_kernel, int threads) {
-  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
+std::vector<Format> fastest_formats(const LlamaConfig& c, double density, int64_t n) {
+  std::vector<Format> out;
+  for (int which = 0; which < 7; ++which) {
+    const auto [rows, cols] = role_shape(c, which);
+    out.push_back(pick_format(density, n, false, rows, cols).format);
+  }
+  return out;
+}
+
+Result<LlamaConfig> synth_config(const std::string& preset) {
   SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
   const io::ModelConfig& ic = so.config;
   LlamaConfig c;
@@ -141,6 +159,15 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
   c.rms_eps = ic.norm_eps;
   c.tied_embeddings = ic.tie_word_embeddings;
   SPARROW_RETURN_IF_ERROR(c.check());
+  return c;
+}
+
+Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
+                          const std::string& format, bool need_gpu_kernel, int threads,
+                          int64_t pick_n) {
+  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
+  SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
+  SPARROW_ASSIGN_OR_RETURN(const LlamaConfig c, synth_config(preset));
 
   Model m;
   m.name = preset + " (synth)";
@@ -156,20 +183,17 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
                           patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed + 1).view()));
   }
   m.layers.resize(size_t(c.layers));
-  const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},      {c.kv_dim(), c.hidden},
-                                {c.kv_dim(), c.hidden},     {c.hidden, c.q_dim()},
-                                {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
-                                {c.hidden, c.intermediate}};
   // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned and encoded once and
   // copied into every layer: generating 7B weights element by element takes minutes of host
   // time, and the values do not change what a kernel reads (each layer still has its own copy
   // in device memory, so nothing is shared in caches).
   std::vector<Weight> roles(7);
   SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
-    const HostMatrix w = patterns::trained_like(m.dtype, shapes[which][0], shapes[which][1],
-                                                so.seed + 100 + uint64_t(which));
+    const auto [rows, cols] = role_shape(c, int(which));
+    const HostMatrix w =
+        patterns::trained_like(m.dtype, rows, cols, so.seed + 100 + uint64_t(which));
     SPARROW_ASSIGN_OR_RETURN(roles[size_t(which)],
-                             prune_and_encode(w.view(), mask, format, need_gpu_kernel));
+                             prune_and_encode(w.view(), mask, format, need_gpu_kernel, pick_n));
     return {};
   }));
   for (Layer& l : m.layers)

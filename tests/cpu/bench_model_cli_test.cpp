@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "sparrow/engine/transform.hpp"
 
 namespace {
 
@@ -105,5 +106,51 @@ TEST(BenchModelCli, BadArgumentsAreClearErrors) {
     EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
     EXPECT_EQ(out.find("| tiny"), std::string::npos) << c.args << ": no table rows on failure";
     EXPECT_EQ(out.find("| model |"), std::string::npos) << c.args << ": no table header either";
+  }
+}
+
+// --format fastest picks each layer's format for the batch size's tokens (the rule table at
+// N = batch): a batch size whose picks differ from the previous one's runs on a model of its
+// own, and each JSON row says which N its formats were picked for.
+TEST(BenchModelCli, FastestPicksFormatsPerBatchSize) {
+  auto c = sparrow::engine::synth_config("tiny");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const std::vector<int> batches = {1, 8, 32};
+  // A batch size with the previous one's picks shares its model (and its pick N).
+  size_t models = 0;
+  std::vector<int> picked_for;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const bool same = i > 0 && sparrow::engine::fastest_formats(c.value(), 0.5, batches[i]) ==
+                                   sparrow::engine::fastest_formats(c.value(), 0.5, batches[i - 1]);
+    if (!same) ++models;
+    picked_for.push_back(same ? picked_for.back() : batches[i]);
+  }
+  int code = 0;
+  const std::string out = sparrow::test::run_cli(
+      "bench-model --synth tiny --sparsity 0.5 -p 4 -n 2 -b 1,8,32 -r 1 --backend cpu --json",
+      code);
+  ASSERT_EQ(code, 0) << out;
+  size_t ready = 0;
+  for (size_t at = out.find("ready in"); at != std::string::npos; at = out.find("ready in", at + 1))
+    ++ready;
+  EXPECT_EQ(ready, models) << out;
+  const size_t json_at = out.find("\n{");
+  ASSERT_NE(json_at, std::string::npos) << out;
+  const nlohmann::json doc = nlohmann::json::parse(out.substr(json_at + 1));
+  ASSERT_EQ(doc["rows"].size(), 6u) << out;  // 3 batches x (pp4, tg2), in -b's order
+  for (size_t i = 0; i < doc["rows"].size(); ++i) {
+    const auto& row = doc["rows"][i];
+    EXPECT_EQ(row["batch"].get<int>(), batches[i / 2]);
+    EXPECT_EQ(row["formats_picked_for_n"].get<int>(), picked_for[i / 2]) << row.dump();
+    EXPECT_FALSE(row["formats"].get<std::string>().empty());
+    // A model whose every layer was picked dense weighs what the dense model does.
+    const auto& key = sparrow::engine::fastest_formats(c.value(), 0.5, batches[i / 2]);
+    bool all_dense = true;
+    for (sparrow::Format f : key) all_dense = all_dense && f == sparrow::Format::dense;
+    if (all_dense) {
+      EXPECT_EQ(row["weight_bytes"], row["dense_weight_bytes"]) << row.dump();
+    } else {
+      EXPECT_LT(row["weight_bytes"].get<int64_t>(), row["dense_weight_bytes"].get<int64_t>());
+    }
   }
 }

@@ -90,6 +90,166 @@ Result<double> time_generate(engine::Backend& b, int batch, int64_t n) {
   return double(batch * n) / (now_s() - t0);
 }
 
+// Batch sizes that run on one built model. With --format fastest each batch size's tokens pick
+// their own formats (the rule table at N = batch), so a batch size whose picks differ from the
+// previous one's gets a model of its own; otherwise all batches share one.
+struct BatchGroup {
+  std::vector<int> batches;
+  int64_t pick_n = 1;  // the N "fastest" picks for
+  std::string formats;  // "q, k, v dense; gate, up tca_bme" ("" unless fastest)
+};
+
+std::string describe_formats(const std::vector<Format>& f) {
+  static const char* kRoles[7] = {"q", "k", "v", "o", "gate", "up", "down"};
+  std::string out;
+  std::vector<bool> done(f.size(), false);
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (done[i]) continue;
+    std::string roles;
+    for (size_t j = i; j < f.size(); ++j) {
+      if (f[j] != f[i]) continue;
+      roles += std::string(roles.empty() ? "" : ", ") + kRoles[j];
+      done[j] = true;
+    }
+    out += std::string(out.empty() ? "" : "; ") + roles + " " + format_name(f[i]);
+  }
+  return out;
+}
+
+Result<std::vector<BatchGroup>> batch_groups(const BenchModelArgs& a, const engine::Model* loaded,
+                                             const std::string& format, double sparsity,
+                                             const std::vector<int>& batches) {
+  std::vector<BatchGroup> groups;
+  if (format != "fastest") {
+    groups.push_back({batches, 1, ""});
+    return groups;
+  }
+  engine::LlamaConfig c;
+  if (loaded) {
+    c = loaded->config;
+  } else {
+    SPARROW_ASSIGN_OR_RETURN(c, engine::synth_config(a.synth));
+  }
+  // The mask's sparsity stands for every layer's (prune_and_encode picks from the measured
+  // one). Consecutive batch sizes with the same picks share a model, so the rows keep -b's order.
+  std::vector<Format> last;
+  for (int b : batches) {
+    const std::vector<Format> key = engine::fastest_formats(c, 1.0 - sparsity, b);
+    if (groups.empty() || key != last) groups.push_back({{}, b, describe_formats(key)});
+    groups.back().batches.push_back(b);
+    last = key;
+  }
+  return groups;
+}
+
+// Builds the model for `group` (pruned at `sparsity` in `format`), runs its batch sizes' pp and
+// tg rows, and prints its memory line. 0 on success, else the exit code.
+int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model>& loaded,
+              const prune::MaskOptions& mo, double sparsity, const std::string& format,
+              const BatchGroup& group, nlohmann::json& rows) {
+  const bool gpu = a.backend != "cpu";
+  std::shared_ptr<const engine::Model> model;
+  const double t_build = now_s();
+  if (!a.synth.empty()) {
+    auto m = engine::synth_model(a.synth, mo, format, gpu, a.threads, group.pick_n);
+    if (!m.ok()) {
+      std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
+      return m.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
+    }
+    model = std::make_shared<engine::Model>(std::move(m).value());
+  } else if (sparsity > 0) {
+    auto m = engine::prune_model(*loaded, mo, format, gpu, group.pick_n);
+    if (!m.ok()) {
+      std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
+      return 1;
+    }
+    model = std::make_shared<engine::Model>(std::move(m).value());
+  } else {
+    model = loaded;
+  }
+  std::fprintf(stderr, "sparrow bench-model: %s at sparsity %.2f ready in %.1f s%s\n",
+               model->name.c_str(), std::max(0.0, sparsity), now_s() - t_build,
+               group.formats.empty()
+                   ? ""
+                   : (" (fastest at N = " + std::to_string(group.pick_n) + ": " + group.formats +
+                      ")")
+                         .c_str());
+  // Synthetic weights have no zeros of their own, so the mask's sparsity is exact; a loaded
+  // model is measured (that decodes every layer once).
+  const double measured_sparsity = a.synth.empty() ? model->sparsity() : std::max(0.0, sparsity);
+
+  engine::BackendOptions opt;
+  opt.max_batch = *std::max_element(group.batches.begin(), group.batches.end());
+  opt.prefill_chunk = a.prefill_chunk;
+  // The KV cache only needs what the tests use.
+  opt.context = std::min<int64_t>(model->config.context, std::max(a.prompt, a.gen) + 1);
+  int exit_code = 0;
+  auto backend = make_backend_or_report("bench-model", a.backend, model, opt, exit_code);
+  if (!backend) return exit_code;
+
+  for (int batch : group.batches) {
+    for (int test = 0; test < 2; ++test) {
+      const bool pp = test == 0;
+      std::vector<double> tps;
+      for (int r = 0; r <= a.reps; ++r) {  // run 0 warms up (and captures the decode graph)
+        auto t =
+            pp ? time_prefill(*backend, batch, a.prompt) : time_generate(*backend, batch, a.gen);
+        if (!t.ok()) {
+          std::fprintf(stderr, "sparrow bench-model: %s\n", t.status().to_string().c_str());
+          return 1;
+        }
+        if (r > 0) tps.push_back(t.value());
+      }
+      const Stat s = stats(tps);
+      const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen);
+      std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
+                  human_bytes(model->weight_bytes()).c_str(), measured_sparsity, backend->name(),
+                  batch, test_name.c_str(), s.mean, s.std);
+      std::fflush(stdout);
+      nlohmann::json row = {{"model", model->name},
+                            {"weight_bytes", model->weight_bytes()},
+                            {"dense_weight_bytes", model->dense_weight_bytes()},
+                            {"sparsity", measured_sparsity},
+                            {"method", sparsity > 0 ? a.method : "none"},
+                            {"format", sparsity > 0 ? a.format : "as loaded"},
+                            {"backend", backend->name()},
+                            {"batch", batch},
+                            {"test", test_name},
+                            {"tokens_per_second_mean", s.mean},
+                            {"tokens_per_second_std", s.std},
+                            {"runs", tps}};
+      if (!group.formats.empty()) {
+        row["formats"] = group.formats;
+        row["formats_picked_for_n"] = group.pick_n;
+      }
+      rows.push_back(row);
+    }
+  }
+  const engine::MemoryReport mem = backend->memory();
+  // A backend's own copy of the weights (the CPU backend's fp32 dense panels) is named as such.
+  const std::string held =
+      mem.held_as ? std::string(", held by the ") + backend->name() + " backend as " +
+                        mem.held_as + ": " + human_bytes(mem.model_bytes)
+                  : "";
+  // Activations and peak device memory are the GPU backend's (the CPU backend reports 0).
+  const std::string device =
+      mem.peak_device_bytes > 0 ? ", activations " + human_bytes(mem.workspace_bytes) +
+                                      ", peak device memory " +
+                                      human_bytes(mem.peak_device_bytes)
+                                : "";
+  std::printf("\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s%s\n\n",
+              model->name.c_str(), measured_sparsity,
+              human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
+              human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
+              human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
+  std::fflush(stdout);  // before the next model's stderr line
+  rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
+                           {"kv_cache_bytes", mem.kv_cache_bytes},
+                           {"workspace_bytes", mem.workspace_bytes},
+                           {"peak_device_bytes", mem.peak_device_bytes}};
+  return 0;
+}
+
 int run_bench_model(const BenchModelArgs& a) {
   auto fail_args = [](const std::string& msg) {
     std::fprintf(stderr, "sparrow bench-model: %s\n", msg.c_str());
@@ -116,7 +276,6 @@ int run_bench_model(const BenchModelArgs& a) {
   if (a.prompt < 1 || a.gen < 1 || a.reps < 1) return fail_args("-p, -n and -r must be >= 1");
   for (int b : batches.value())
     if (b < 1) return fail_args("batch sizes must be >= 1");
-  const int max_batch = *std::max_element(batches->begin(), batches->end());
   const bool gpu = a.backend != "cpu";
 
   std::shared_ptr<const engine::Model> loaded;
@@ -133,94 +292,15 @@ int run_bench_model(const BenchModelArgs& a) {
     prune::MaskOptions mo;
     mo.method = *method;
     mo.sparsity = std::max(0.0, sparsity);
-    std::shared_ptr<const engine::Model> model;
-    const double t_build = now_s();
-    if (!a.synth.empty()) {
-      auto m = engine::synth_model(a.synth, mo, sparsity > 0 ? a.format : "dense", gpu, a.threads);
-      if (!m.ok()) {
-        std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
-        return m.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
-      }
-      model = std::make_shared<engine::Model>(std::move(m).value());
-    } else if (sparsity > 0) {
-      auto m = engine::prune_model(*loaded, mo, a.format, gpu);
-      if (!m.ok()) {
-        std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
-        return 1;
-      }
-      model = std::make_shared<engine::Model>(std::move(m).value());
-    } else {
-      model = loaded;
+    const std::string format = sparsity > 0 ? a.format : (a.synth.empty() ? "" : "dense");
+    auto groups = batch_groups(a, loaded.get(), format, sparsity, batches.value());
+    if (!groups.ok()) {
+      std::fprintf(stderr, "sparrow bench-model: %s\n", groups.status().to_string().c_str());
+      return 1;
     }
-    std::fprintf(stderr, "sparrow bench-model: %s at sparsity %.2f ready in %.1f s\n",
-                 model->name.c_str(), std::max(0.0, sparsity), now_s() - t_build);
-    // Synthetic weights have no zeros of their own, so the mask's sparsity is exact; a loaded
-    // model is measured (that decodes every layer once).
-    const double measured_sparsity = a.synth.empty() ? model->sparsity() : std::max(0.0, sparsity);
-
-    engine::BackendOptions opt;
-    opt.max_batch = max_batch;
-    opt.prefill_chunk = a.prefill_chunk;
-    // The KV cache only needs what the tests use.
-    opt.context = std::min<int64_t>(model->config.context, std::max(a.prompt, a.gen) + 1);
-    int exit_code = 0;
-    auto backend = make_backend_or_report("bench-model", a.backend, model, opt, exit_code);
-    if (!backend) return exit_code;
-
-    for (int batch : batches.value()) {
-      for (int test = 0; test < 2; ++test) {
-        const bool pp = test == 0;
-        std::vector<double> tps;
-        for (int r = 0; r <= a.reps; ++r) {  // run 0 warms up (and captures the decode graph)
-          auto t =
-              pp ? time_prefill(*backend, batch, a.prompt) : time_generate(*backend, batch, a.gen);
-          if (!t.ok()) {
-            std::fprintf(stderr, "sparrow bench-model: %s\n", t.status().to_string().c_str());
-            return 1;
-          }
-          if (r > 0) tps.push_back(t.value());
-        }
-        const Stat s = stats(tps);
-        const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen);
-        std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
-                    human_bytes(model->weight_bytes()).c_str(), measured_sparsity, backend->name(),
-                    batch, test_name.c_str(), s.mean, s.std);
-        std::fflush(stdout);
-        rows.push_back({{"model", model->name},
-                        {"weight_bytes", model->weight_bytes()},
-                        {"dense_weight_bytes", model->dense_weight_bytes()},
-                        {"sparsity", measured_sparsity},
-                        {"method", sparsity > 0 ? a.method : "none"},
-                        {"format", sparsity > 0 ? a.format : "as loaded"},
-                        {"backend", backend->name()},
-                        {"batch", batch},
-                        {"test", test_name},
-                        {"tokens_per_second_mean", s.mean},
-                        {"tokens_per_second_std", s.std},
-                        {"runs", tps}});
-      }
+    for (const BatchGroup& group : groups.value()) {
+      if (int rc = run_group(a, loaded, mo, sparsity, format, group, rows); rc != 0) return rc;
     }
-    const engine::MemoryReport mem = backend->memory();
-    // A backend's own copy of the weights (the CPU backend's fp32 dense panels) is named as such.
-    const std::string held =
-        mem.held_as ? std::string(", held by the ") + backend->name() + " backend as " +
-                          mem.held_as + ": " + human_bytes(mem.model_bytes)
-                    : "";
-    // Activations and peak device memory are the GPU backend's (the CPU backend reports 0).
-    const std::string device =
-        mem.peak_device_bytes > 0 ? ", activations " + human_bytes(mem.workspace_bytes) +
-                                        ", peak device memory " +
-                                        human_bytes(mem.peak_device_bytes)
-                                  : "";
-    std::printf("\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s%s\n\n",
-                model->name.c_str(), measured_sparsity,
-                human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
-                human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
-                human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
-    rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
-                             {"kv_cache_bytes", mem.kv_cache_bytes},
-                             {"workspace_bytes", mem.workspace_bytes},
-                             {"peak_device_bytes", mem.peak_device_bytes}};
   }
   if (a.json) {
     nlohmann::json out;
@@ -254,8 +334,8 @@ void register_bench_model(CLI::App& app, int& exit_code) {
   cmd->add_option(
          "--format", args->format,
          "format of pruned layers: auto (smallest with a GPU kernel), fastest (the rule table's "
-         "pick for decode, N = 1), csr, macko, tca_bme, "
-         "tiled_csl, dense")
+         "pick per layer for decode at each batch size, N = batch; batch sizes whose picks "
+         "differ get a model each), csr, macko, tca_bme, tiled_csl, dense")
       ->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens (ppP)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens (tgN)")->capture_default_str();

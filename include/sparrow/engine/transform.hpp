@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sparrow/engine/model.hpp"
 #include "sparrow/prune.hpp"
@@ -20,17 +21,28 @@ Format auto_format(double density, bool need_gpu_kernel);
 Status check_format_choice(const std::string& format);
 
 // A copy of `m` whose decoder linear layers are pruned with `mask` (sparsity 0 keeps them as
-// they are) and encoded in `format` ("auto", "dense", "csr", ...). lm_head and embeddings stay.
+// they are) and encoded in `format` ("auto", "dense", "csr", ...; "fastest": the rule table's
+// format for each layer's shape and density at passes of `pick_n` tokens, the batch size in
+// decode). lm_head and embeddings stay.
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
-                          bool need_gpu_kernel = false);
+                          bool need_gpu_kernel = false, int64_t pick_n = 1);
 
 // Re-encodes every decoder linear layer of `m` in `format` without changing values.
 Result<Model> reencode_model(const Model& m, Format format);
 
 // A synthetic model from a `sparrow synth` preset ("tiny", "llama2-7b", "llama3-8b") with
-// trained-like random weights, pruned by `mask` and encoded in `format`, built in memory with
-// `threads` host threads (0: all cores).
+// trained-like random weights, pruned by `mask` and encoded in `format` (as prune_model, with
+// `pick_n`), built in memory with `threads` host threads (0: all cores).
 Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
-                          const std::string& format, bool need_gpu_kernel, int threads = 0);
+                          const std::string& format, bool need_gpu_kernel, int threads = 0,
+                          int64_t pick_n = 1);
+
+// The engine's config of a synth preset (what synth_model builds).
+Result<LlamaConfig> synth_config(const std::string& preset);
+
+// What "fastest" picks for the seven linear layers of a decoder layer (q, k, v, o, gate, up,
+// down) of density `density` at passes of n tokens. bench-model builds one model per distinct
+// answer over its batch sizes.
+std::vector<Format> fastest_formats(const LlamaConfig& c, double density, int64_t n);
 
 }  // namespace sparrow::engine
