@@ -18,6 +18,10 @@ TEST(BenchCli, UnknownShapeIsABadArgument) {
 TEST(BenchCli, BadListsAreBadArguments) {
   EXPECT_EQ(run_cli("bench --shapes 64x64 --n 0").code, 2);
   EXPECT_EQ(run_cli("bench --shapes 64x64 --n 1,x").code, 2);
+  // An empty field of a list is refused (commands.hpp split_cli_list), not skipped.
+  const CliRun empty = run_cli("bench --shapes 64x64 --n 1,,2");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_NE(empty.out.find("--n: empty value in '1,,2'"), std::string::npos) << empty.out;
   EXPECT_EQ(run_cli("bench --shapes 64x64 --sparsity 1.0").code, 2);
   EXPECT_EQ(run_cli("bench --shapes 64x0").code, 2);
   EXPECT_EQ(run_cli("bench --shapes 64x64 --dtype fp32").code, 2);

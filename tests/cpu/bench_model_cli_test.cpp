@@ -94,6 +94,8 @@ TEST(BenchModelCli, BadArgumentsAreClearErrors) {
       {"bench-model --backend cpu", "exactly one of -m or --synth"},
       {"bench-model --synth tiny --sparsity 1.5 --backend cpu", "[0, 1)"},
       {"bench-model --synth tiny -b 1,x --backend cpu", "bad value 'x'"},
+      {"bench-model --synth tiny -b 1,,8 --backend cpu", "-b: empty value in '1,,8'"},
+      {"bench-model --synth tiny --sparsity 0.5, --backend cpu", "--sparsity: empty value"},
       {"bench-model -m /nonexistent/model --backend cpu", "cannot load model"},
       {"bench-model --synth foo --backend cpu", "unknown preset 'foo'"},
       {"bench-model --synth tiny --sparsity 0.5 --format bogus --backend cpu",

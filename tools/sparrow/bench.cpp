@@ -2,7 +2,6 @@
 // read) on real-model shapes under the protocol of docs/benchmarking.md. The work is in bench/.
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "bench/runner.hpp"
@@ -25,20 +24,6 @@ struct BenchArgs {
   std::string json, csv;
 };
 
-template <class T>
-bool parse_list(const std::string& text, std::vector<T>& out) {
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    std::stringstream is(item);
-    T v{};
-    if (!(is >> v) || !is.eof()) return false;
-    out.push_back(v);
-  }
-  return !out.empty();
-}
-
 int run(const BenchArgs& a) {
   auto bad = [](const std::string& msg) {
     std::fprintf(stderr, "sparrow bench: %s\n", msg.c_str());
@@ -48,21 +33,21 @@ int run(const BenchArgs& a) {
   auto shapes = bench::parse_shapes(a.shapes);
   if (!shapes.ok()) return bad(shapes.status().message());
   o.shapes = shapes.value();
-  if (!parse_list(a.n, o.ns)) return bad("--n: expected a comma list of integers, got '" + a.n + "'");
+  auto ns = parse_cli_list<int64_t>(a.n, "--n");
+  if (!ns.ok()) return bad(ns.status().message());
+  o.ns = ns.value();
   for (auto n : o.ns) {
     if (n < 1) return bad("--n: every N must be >= 1");
   }
-  if (!parse_list(a.sparsity, o.sparsities)) {
-    return bad("--sparsity: expected a comma list of numbers, got '" + a.sparsity + "'");
-  }
+  auto sparsities = parse_cli_list<double>(a.sparsity, "--sparsity");
+  if (!sparsities.ok()) return bad(sparsities.status().message());
+  o.sparsities = sparsities.value();
   for (double s : o.sparsities) {
     if (!(s >= 0.0 && s < 1.0)) return bad("--sparsity: every value must be in [0, 1)");
   }
-  std::stringstream ps(a.pattern);
-  for (std::string p; std::getline(ps, p, ',');) {
-    if (!p.empty()) o.patterns.push_back(p);
-  }
-  if (o.patterns.empty()) return bad("--pattern is empty");
+  auto patterns = split_cli_list(a.pattern, "--pattern");
+  if (!patterns.ok()) return bad(patterns.status().message());
+  o.patterns = patterns.value();
   auto dt = parse_dtype(a.dtype);
   if (!dt || *dt == DType::fp32) return bad("--dtype must be fp16 or bf16");
   o.dtype = *dt;

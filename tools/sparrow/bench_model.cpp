@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,25 +29,6 @@ struct BenchModelArgs {
   int reps = 5, threads = 0;
   bool json = false;
 };
-
-template <class T>
-Result<std::vector<T>> parse_list(const std::string& text, const char* what) {
-  std::vector<T> out;
-  std::string s = text;
-  for (char& c : s)
-    if (c == ',') c = ' ';
-  std::istringstream in(s);
-  std::string w;
-  while (in >> w) {
-    std::istringstream one(w);
-    T v;
-    if (!(one >> v) || !one.eof())
-      return invalid_argument(std::string(what) + ": bad value '" + w + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) return invalid_argument(std::string(what) + " is empty");
-  return out;
-}
 
 struct Stat {
   double mean = 0, std = 0;
@@ -256,11 +236,11 @@ int run_bench_model(const BenchModelArgs& a) {
     return kExitBadArgs;
   };
   if (a.model_dir.empty() == a.synth.empty()) return fail_args("give exactly one of -m or --synth");
-  auto batches = parse_list<int>(a.batches, "-b");
+  auto batches = parse_cli_list<int>(a.batches, "-b");
   if (!batches.ok()) return fail_args(batches.status().message());
   std::vector<double> sparsities = {-1};  // -1: the model as loaded
   if (!a.sparsities.empty() || !a.synth.empty()) {
-    auto s = parse_list<double>(a.sparsities.empty() ? "0" : a.sparsities, "--sparsity");
+    auto s = parse_cli_list<double>(a.sparsities.empty() ? "0" : a.sparsities, "--sparsity");
     if (!s.ok()) return fail_args(s.status().message());
     sparsities = s.value();
     for (double v : sparsities)

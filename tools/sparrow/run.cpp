@@ -5,7 +5,6 @@
 //   diagnostics go to stderr.
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,22 +27,10 @@ struct RunArgs {
   bool ignore_eos = false;
 };
 
-// "1,2,3", "1, 2, 3" or "1 2 3". An empty field of a comma list ("1,,2", "1,2,") is an error,
-// not skipped: it is more likely a lost id than something to ignore.
+// Token ids as a list option (split_cli_list: "1,2,3", "1 2 3"; "1,,2" is an error).
 Result<std::vector<int32_t>> parse_ids(const std::string& text) {
-  std::vector<std::string> words;
-  size_t at = 0;
-  const bool commas = text.find(',') != std::string::npos;
-  for (;;) {
-    const size_t comma = text.find(',', at);
-    std::istringstream field(text.substr(at, comma == std::string::npos ? comma : comma - at));
-    const size_t before = words.size();
-    for (std::string w; field >> w;) words.push_back(w);
-    if (commas && words.size() == before)
-      return invalid_argument("--tokens: empty id in '" + text + "'");
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
+  SPARROW_ASSIGN_OR_RETURN(const std::vector<std::string> words,
+                           split_cli_list(text, "--tokens", "id"));
   std::vector<int32_t> ids;
   for (const std::string& word : words) {
     char* end = nullptr;
@@ -53,7 +40,6 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
     }
     ids.push_back(int32_t(v));
   }
-  if (ids.empty()) return invalid_argument("--tokens is empty");
   return ids;
 }
 
