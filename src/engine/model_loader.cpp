@@ -53,6 +53,8 @@ class CheckpointSource final : public TensorSource {
   io::ModelWeights w_;
 };
 
+}  // namespace
+
 Result<LlamaConfig> llama_config(const io::ModelConfig& in) {
   if (in.family != io::Family::llama) {
     return unsupported("model_type '" + in.model_type +
@@ -93,8 +95,6 @@ Result<LlamaConfig> llama_config(const io::ModelConfig& in) {
   SPARROW_RETURN_IF_ERROR(c.check());
   return c;
 }
-
-}  // namespace
 
 Result<Model> load_model(const std::string& dir) {
   SPARROW_ASSIGN_OR_RETURN(io::ModelConfig cfg, io::load_config(dir));

@@ -143,31 +143,16 @@ std::vector<Format> fastest_formats(const LlamaConfig& c, double density, int64_
 }
 
 Result<LlamaConfig> synth_config(const std::string& preset) {
-  SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
-  const io::ModelConfig& ic = so.config;
-  LlamaConfig c;
-  c.model_type = ic.model_type;
-  c.hidden = ic.hidden_size;
-  c.layers = ic.num_layers;
-  c.heads = ic.num_heads;
-  c.kv_heads = ic.num_kv_heads;
-  c.head_dim = ic.head_dim;
-  c.intermediate = ic.intermediate_size;
-  c.vocab = ic.vocab_size;
-  c.context = ic.max_position_embeddings;
-  c.rope.theta = ic.rope_theta;
-  c.rms_eps = ic.norm_eps;
-  c.tied_embeddings = ic.tie_word_embeddings;
-  SPARROW_RETURN_IF_ERROR(c.check());
-  return c;
+  SPARROW_ASSIGN_OR_RETURN(const io::SynthOptions so, io::synth_preset(preset));
+  return llama_config(so.config);
 }
 
 Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
                           const std::string& format, bool need_gpu_kernel, int threads,
                           int64_t pick_n) {
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
-  SPARROW_ASSIGN_OR_RETURN(io::SynthOptions so, io::synth_preset(preset));
-  SPARROW_ASSIGN_OR_RETURN(const LlamaConfig c, synth_config(preset));
+  SPARROW_ASSIGN_OR_RETURN(const io::SynthOptions so, io::synth_preset(preset));
+  SPARROW_ASSIGN_OR_RETURN(const LlamaConfig c, llama_config(so.config));
 
   Model m;
   m.name = preset + " (synth)";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sparrow/io/config.hpp"
 #include "sparrow/matrix.hpp"
 #include "sparrow/status.hpp"
 #include "sparrow/weight.hpp"
@@ -98,6 +99,11 @@ class TensorSource {
 // model.layers.{i}.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for Qwen2),
 // model.layers.{i}.mlp.{gate,up,down}_proj.weight, model.norm.weight, lm_head.weight.
 Result<Model> build_model(const LlamaConfig& config, const TensorSource& source);
+
+// The engine's config of a parsed config.json (or a `sparrow synth` preset's): unsupported for
+// what the engine does not run (other families, activations, MLP biases), the sliding window as
+// the context limit, eos ids past the vocabulary dropped.
+Result<LlamaConfig> llama_config(const io::ModelConfig& in);
 
 // Loads a model directory: config.json, and a dense HF safetensors checkpoint (one file or
 // shards with model.safetensors.index.json) or a sparse sparrow checkpoint. Refuses unsupported
