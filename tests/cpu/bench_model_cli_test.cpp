@@ -144,15 +144,16 @@ TEST(BenchModelCli, FastestPicksFormatsPerBatchSize) {
     const auto& row = doc["rows"][i];
     EXPECT_EQ(row["batch"].get<int>(), batches[i / 2]);
     EXPECT_EQ(row["formats_picked_for_n"].get<int>(), picked_for[i / 2]) << row.dump();
-    EXPECT_FALSE(row["formats"].get<std::string>().empty());
     // A model whose every layer was picked dense weighs what the dense model does.
     const auto& key = sparrow::engine::fastest_formats(c.value(), 0.5, batches[i / 2]);
     bool all_dense = true;
     for (sparrow::Format f : key) all_dense = all_dense && f == sparrow::Format::dense;
     if (all_dense) {
       EXPECT_EQ(row["weight_bytes"], row["dense_weight_bytes"]) << row.dump();
+      EXPECT_EQ(row["formats"], "dense " + std::to_string(7 * c.value().layers)) << row.dump();
     } else {
       EXPECT_LT(row["weight_bytes"].get<int64_t>(), row["dense_weight_bytes"].get<int64_t>());
+      EXPECT_NE(row["formats"], "dense " + std::to_string(7 * c.value().layers)) << row.dump();
     }
   }
 }

@@ -75,23 +75,20 @@ Result<double> time_generate(engine::Backend& b, int batch, int64_t n) {
 // previous one's gets a model of its own; otherwise all batches share one.
 struct BatchGroup {
   std::vector<int> batches;
-  int64_t pick_n = 1;  // the N "fastest" picks for
-  std::string formats;  // "q, k, v dense; gate, up tca_bme" ("" unless fastest)
+  int64_t pick_n = 0;  // the N "fastest" picked formats for (0: not fastest)
 };
 
-std::string describe_formats(const std::vector<Format>& f) {
-  static const char* kRoles[7] = {"q", "k", "v", "o", "gate", "up", "down"};
+// How many decoder linear weights the model holds in each format: "dense 160, tca_bme 64".
+std::string layer_formats(const engine::Model& m) {
+  std::vector<int64_t> count(std::size(kAllFormats), 0);
+  for (const engine::Layer& l : m.layers)
+    for (const Weight* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+      ++count[size_t(format_of(*w))];
   std::string out;
-  std::vector<bool> done(f.size(), false);
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (done[i]) continue;
-    std::string roles;
-    for (size_t j = i; j < f.size(); ++j) {
-      if (f[j] != f[i]) continue;
-      roles += std::string(roles.empty() ? "" : ", ") + kRoles[j];
-      done[j] = true;
-    }
-    out += std::string(out.empty() ? "" : "; ") + roles + " " + format_name(f[i]);
+  for (size_t f = 0; f < count.size(); ++f) {
+    if (count[f] == 0) continue;
+    out += std::string(out.empty() ? "" : ", ") + format_name(Format(f)) + " " +
+           std::to_string(count[f]);
   }
   return out;
 }
@@ -101,7 +98,7 @@ Result<std::vector<BatchGroup>> batch_groups(const BenchModelArgs& a, const engi
                                              const std::vector<int>& batches) {
   std::vector<BatchGroup> groups;
   if (format != "fastest") {
-    groups.push_back({batches, 1, ""});
+    groups.push_back({batches, 0});
     return groups;
   }
   engine::LlamaConfig c;
@@ -110,12 +107,13 @@ Result<std::vector<BatchGroup>> batch_groups(const BenchModelArgs& a, const engi
   } else {
     SPARROW_ASSIGN_OR_RETURN(c, engine::synth_config(a.synth));
   }
-  // The mask's sparsity stands for every layer's (prune_and_encode picks from the measured
-  // one). Consecutive batch sizes with the same picks share a model, so the rows keep -b's order.
+  // The mask's sparsity stands for every layer's here (prune_and_encode picks from the measured
+  // one; the build line reports what it picked). Consecutive batch sizes with the same picks
+  // share a model, so the rows keep -b's order.
   std::vector<Format> last;
   for (int b : batches) {
     const std::vector<Format> key = engine::fastest_formats(c, 1.0 - sparsity, b);
-    if (groups.empty() || key != last) groups.push_back({{}, b, describe_formats(key)});
+    if (groups.empty() || key != last) groups.push_back({{}, b});
     groups.back().batches.push_back(b);
     last = key;
   }
@@ -131,14 +129,15 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   std::shared_ptr<const engine::Model> model;
   const double t_build = now_s();
   if (!a.synth.empty()) {
-    auto m = engine::synth_model(a.synth, mo, format, gpu, a.threads, group.pick_n);
+    const int64_t pick_n = std::max<int64_t>(group.pick_n, 1);
+    auto m = engine::synth_model(a.synth, mo, format, gpu, a.threads, pick_n);
     if (!m.ok()) {
       std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
       return m.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
     }
     model = std::make_shared<engine::Model>(std::move(m).value());
   } else if (sparsity > 0) {
-    auto m = engine::prune_model(*loaded, mo, format, gpu, group.pick_n);
+    auto m = engine::prune_model(*loaded, mo, format, gpu, std::max<int64_t>(group.pick_n, 1));
     if (!m.ok()) {
       std::fprintf(stderr, "sparrow bench-model: %s\n", m.status().to_string().c_str());
       return 1;
@@ -147,13 +146,13 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   } else {
     model = loaded;
   }
+  const std::string formats = group.pick_n > 0 ? layer_formats(*model) : "";
   std::fprintf(stderr, "sparrow bench-model: %s at sparsity %.2f ready in %.1f s%s\n",
                model->name.c_str(), std::max(0.0, sparsity), now_s() - t_build,
-               group.formats.empty()
-                   ? ""
-                   : (" (fastest at N = " + std::to_string(group.pick_n) + ": " + group.formats +
-                      ")")
-                         .c_str());
+               formats.empty() ? ""
+                               : (" (fastest at N = " + std::to_string(group.pick_n) +
+                                  ", layer weights: " + formats + ")")
+                                     .c_str());
   // Synthetic weights have no zeros of their own, so the mask's sparsity is exact; a loaded
   // model is measured (that decodes every layer once).
   const double measured_sparsity = a.synth.empty() ? model->sparsity() : std::max(0.0, sparsity);
@@ -198,8 +197,8 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
                             {"tokens_per_second_mean", s.mean},
                             {"tokens_per_second_std", s.std},
                             {"runs", tps}};
-      if (!group.formats.empty()) {
-        row["formats"] = group.formats;
+      if (group.pick_n > 0) {
+        row["formats"] = formats;
         row["formats_picked_for_n"] = group.pick_n;
       }
       rows.push_back(row);
