@@ -41,9 +41,12 @@ struct FormatPick {
 
 // Plan time: the format whose measured kernel is fastest for a layer of this density and shape
 // (rows x cols, as pick_kernel) at N tokens; dense (cuBLAS) whenever no sparse format was measured
-// faster. `allow_nm` when the layer is N:M.
+// faster. `allow_nm` when the layer is N:M. `input_rms` and `dependent_launch` describe the calls
+// the layer will get, as pick_kernel's do: each format is judged by the kernel matmul will run
+// for such a call (the engine: dependent launches, the norm folded into q/k/v and gate/up), not
+// by one it leaves out there.
 FormatPick pick_format(double density, int64_t n, bool allow_nm = false, int64_t rows = 0,
-                       int64_t cols = 0);
+                       int64_t cols = 0, bool input_rms = false, bool dependent_launch = false);
 
 // The GPU and date the shipped table was measured on.
 const char* rule_table_gpu();

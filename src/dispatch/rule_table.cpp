@@ -275,7 +275,8 @@ Result<KernelPick> pick_kernel(Format f, double density, int64_t n, int64_t rows
   return pick;
 }
 
-FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, int64_t cols) {
+FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, int64_t cols,
+                       bool input_rms, bool dependent_launch) {
   FormatPick out;
   out.kernel = "dense.cublas";
   const Format sparse[] = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl,
@@ -284,7 +285,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
   std::string best_name;
   for (Format f : sparse) {
     if (f == Format::nm && !allow_nm) continue;
-    auto k = pick_kernel(f, density, n, rows, cols);
+    auto k = pick_kernel(f, density, n, rows, cols, input_rms, dependent_launch);
     if (!k.ok() || k->measured_speedup <= 0.0) continue;
     if (k->measured_speedup > best) {
       best = k->measured_speedup;
@@ -306,7 +307,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
     out.reason = std::string(format_name(out.format)) + " with " + out.kernel + ": " +
                  fmt("%.2fx", out.measured_speedup) + " cuBLAS measured at N~" +
                  std::to_string(n) + ", density " + fmt("%.2f", density) + " on " +
-                 rule_table_gpu();
+                 rule_table_gpu() + (dependent_launch ? " (dependent launch)" : "");
   }
   return out;
 }

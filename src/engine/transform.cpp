@@ -2,6 +2,7 @@
 #include "sparrow/engine/transform.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <utility>
@@ -22,34 +23,22 @@ bool has_gpu_kernel(Format f) {
   return false;
 }
 
-// Prunes one dense host matrix and encodes it.
-Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptions& mask,
-                                const std::string& format, bool need_gpu_kernel, int64_t pick_n) {
-  HostMatrix pruned;
+// One dense host matrix pruned by `mask` (a plain copy when the mask prunes nothing).
+Result<HostMatrix> prune_matrix(const ConstMatrixView& w, const prune::MaskOptions& mask) {
   if (mask.sparsity > 0 || mask.structure.kind != prune::Structure::Kind::unstructured) {
     SPARROW_ASSIGN_OR_RETURN(std::vector<uint8_t> keep, prune::compute_mask(w, mask));
-    SPARROW_ASSIGN_OR_RETURN(pruned, prune::apply_mask(w, keep));
-  } else {
-    pruned = HostMatrix(w.dtype, w.rows, w.cols);
-    const size_t row_bytes = size_t(w.cols) * dtype_size(w.dtype);
-    for (int64_t r = 0; r < w.rows; ++r)
-      std::memcpy(static_cast<uint8_t*>(pruned.data()) + size_t(r) * row_bytes,
-                  static_cast<const uint8_t*>(w.data) + size_t(r * w.ld) * dtype_size(w.dtype),
-                  row_bytes);
+    return prune::apply_mask(w, keep);
   }
-  Format f;
-  if (format == "auto") {
-    f = auto_format(1.0 - prune::zero_fraction(pruned.view()), need_gpu_kernel);
-  } else if (format == "fastest") {
-    // The rule table's choice for passes of pick_n tokens at this layer's shape: dense wherever
-    // no sparse kernel measured faster.
-    f = pick_format(1.0 - prune::zero_fraction(pruned.view()), pick_n, false, pruned.rows(),
-                    pruned.cols())
-            .format;
-  } else {
-    SPARROW_RETURN_IF_ERROR(check_format_choice(format));
-    f = *parse_format(format);
-  }
+  HostMatrix copy(w.dtype, w.rows, w.cols);
+  const size_t row_bytes = size_t(w.cols) * dtype_size(w.dtype);
+  for (int64_t r = 0; r < w.rows; ++r)
+    std::memcpy(static_cast<uint8_t*>(copy.data()) + size_t(r) * row_bytes,
+                static_cast<const uint8_t*>(w.data) + size_t(r * w.ld) * dtype_size(w.dtype),
+                row_bytes);
+  return copy;
+}
+
+Result<Weight> encode_pruned(Format f, const HostMatrix& pruned, const prune::MaskOptions& mask) {
   EncodeOptions eo;
   eo.nm_pattern = mask.structure.nm;
   auto enc = encode(f, pruned.view(), eo);
@@ -60,6 +49,12 @@ Result<Weight> prune_and_encode(const ConstMatrixView& w, const prune::MaskOptio
   return enc;
 }
 
+// The seven linear layers of a decoder layer (q, k, v, o, gate, up, down) as the GPU engine runs
+// them: q, k, v stacked into one matmul and gate, up into another, each of those two taking the
+// RMSNorm folded in (input_rms); o and down alone. Every matmul is a dependent launch.
+constexpr int kGroupOf[7] = {0, 0, 0, 1, 2, 2, 3};  // qkv, o, gate_up, down
+constexpr bool kGroupNormed[4] = {true, false, true, false};
+
 // (rows, cols) of role `which` (q, k, v, o, gate, up, down: layer_weight's order).
 std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
   const int64_t shapes[7][2] = {{c.q_dim(), c.hidden},      {c.kv_dim(), c.hidden},
@@ -67,6 +62,50 @@ std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
                                 {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
                                 {c.hidden, c.intermediate}};
   return {shapes[which][0], shapes[which][1]};
+}
+
+// Formats for a decoder layer's seven matrices of these densities (non-zeros / elements). "auto":
+// each its own; "fastest": one per engine matmul (all of q, k, v alike, and gate, up alike, so the
+// engine can still stack them), the rule table's pick for that matmul's stacked shape and the
+// group's density at passes of pick_n tokens, as the engine calls it (dependent launch, the norm
+// folded into qkv and gate_up): the format whose kernel *there* measured fastest, dense where none
+// beat cuBLAS. Any other choice names one format for all.
+Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
+                                            const std::array<double, 7>& density,
+                                            const std::string& format, bool need_gpu_kernel,
+                                            int64_t pick_n) {
+  std::array<Format, 7> out{};
+  if (format == "auto") {
+    for (int i = 0; i < 7; ++i) out[size_t(i)] = auto_format(density[size_t(i)], need_gpu_kernel);
+    return out;
+  }
+  if (format == "fastest") {
+    double nnz[4] = {}, elems[4] = {};
+    int64_t rows[4] = {}, cols[4] = {};
+    for (int i = 0; i < 7; ++i) {
+      const auto [r, k] = role_shape(c, i);
+      const int g = kGroupOf[i];
+      nnz[g] += density[size_t(i)] * double(r) * double(k);
+      elems[g] += double(r) * double(k);
+      rows[g] += r;
+      cols[g] = k;
+    }
+    Format picked[4];
+    for (int g = 0; g < 4; ++g) {
+      picked[g] = pick_format(nnz[g] / elems[g], pick_n, false, rows[g], cols[g],
+                              kGroupNormed[g], /*dependent_launch=*/true)
+                      .format;
+    }
+    for (int i = 0; i < 7; ++i) out[size_t(i)] = picked[kGroupOf[i]];
+    return out;
+  }
+  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
+  out.fill(*parse_format(format));
+  return out;
+}
+
+double density_of_matrix(const HostMatrix& m) {
+  return 1.0 - prune::zero_fraction(m.view());
 }
 
 Weight* layer_weight(Layer& l, int which) {
@@ -111,11 +150,18 @@ Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const 
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
   Model out = m;
   for (Layer& l : out.layers) {
+    std::array<HostMatrix, 7> pruned;
+    std::array<double, 7> density{};
     for (int i = 0; i < 7; ++i) {
-      Weight* w = layer_weight(l, i);
-      SPARROW_ASSIGN_OR_RETURN(HostMatrix d, decode(*w));
-      SPARROW_ASSIGN_OR_RETURN(*w,
-                               prune_and_encode(d.view(), mask, format, need_gpu_kernel, pick_n));
+      SPARROW_ASSIGN_OR_RETURN(HostMatrix d, decode(*layer_weight(l, i)));
+      SPARROW_ASSIGN_OR_RETURN(pruned[size_t(i)], prune_matrix(d.view(), mask));
+      density[size_t(i)] = density_of_matrix(pruned[size_t(i)]);
+    }
+    SPARROW_ASSIGN_OR_RETURN(const auto formats,
+                             layer_formats(m.config, density, format, need_gpu_kernel, pick_n));
+    for (int i = 0; i < 7; ++i) {
+      SPARROW_ASSIGN_OR_RETURN(*layer_weight(l, i),
+                               encode_pruned(formats[size_t(i)], pruned[size_t(i)], mask));
     }
   }
   return out;
@@ -134,12 +180,10 @@ Result<Model> reencode_model(const Model& m, Format format) {
 }
 
 std::vector<Format> fastest_formats(const LlamaConfig& c, double density, int64_t n) {
-  std::vector<Format> out;
-  for (int which = 0; which < 7; ++which) {
-    const auto [rows, cols] = role_shape(c, which);
-    out.push_back(pick_format(density, n, false, rows, cols).format);
-  }
-  return out;
+  std::array<double, 7> d;
+  d.fill(density);
+  auto f = layer_formats(c, d, "fastest", true, n);
+  return f.ok() ? std::vector<Format>(f->begin(), f->end()) : std::vector<Format>{};
 }
 
 Result<LlamaConfig> synth_config(const std::string& preset) {
@@ -172,13 +216,23 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
   // copied into every layer: generating 7B weights element by element takes minutes of host
   // time, and the values do not change what a kernel reads (each layer still has its own copy
   // in device memory, so nothing is shared in caches).
-  std::vector<Weight> roles(7);
+  std::array<HostMatrix, 7> pruned;
+  std::array<double, 7> density{};
   SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
     const auto [rows, cols] = role_shape(c, int(which));
     const HostMatrix w =
         patterns::trained_like(m.dtype, rows, cols, so.seed + 100 + uint64_t(which));
+    SPARROW_ASSIGN_OR_RETURN(pruned[size_t(which)], prune_matrix(w.view(), mask));
+    density[size_t(which)] = density_of_matrix(pruned[size_t(which)]);
+    return {};
+  }));
+  SPARROW_ASSIGN_OR_RETURN(const auto formats,
+                           layer_formats(c, density, format, need_gpu_kernel, pick_n));
+  std::vector<Weight> roles(7);
+  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
     SPARROW_ASSIGN_OR_RETURN(roles[size_t(which)],
-                             prune_and_encode(w.view(), mask, format, need_gpu_kernel, pick_n));
+                             encode_pruned(formats[size_t(which)], pruned[size_t(which)], mask));
+    pruned[size_t(which)] = HostMatrix();  // the dense copy is no longer needed
     return {};
   }));
   for (Layer& l : m.layers)

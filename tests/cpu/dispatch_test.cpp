@@ -284,6 +284,45 @@ TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
   }
 }
 
+// pick_format judges each format by the kernel matmul would run for the call described: with
+// dependent_launch and input_rms (the engine's calls) a sparse pick names exactly the kernel and
+// speedup pick_kernel gives for that call, so a kernel left out of dependent launches never makes
+// a format win. The 7B's gate_up (22016 x 4096, the 11008 x 4096 cells) at 50 % and 8 tokens is
+// the case that mattered: tca_bme.mma (plain launches only) measured 1.03x cuBLAS there, which
+// picked tca_bme, while the engine runs tca_bme.decode (0.96x) and its batch-8 decode ran 0.86x
+// dense with those picks (session 29); judged by tca_bme.decode the pick is dense.
+TEST(Dispatch, FormatPickJudgesTheKernelTheCallGets) {
+  const int64_t shapes[][2] = {{0, 0},      {4096, 4096},  {12288, 4096},
+                               {22016, 4096}, {4096, 11008}, {1024, 4096}};
+  int differs = 0;
+  for (double d : {0.5, 0.3, 0.1}) {
+    for (const auto& s : shapes) {
+      for (int64_t n : {1, 2, 4, 8, 16, 32}) {
+        for (bool rms : {false, true}) {
+          const std::string at = "density " + std::to_string(d) + " " + std::to_string(s[0]) +
+                                 "x" + std::to_string(s[1]) + " N=" + std::to_string(n) +
+                                 (rms ? " input_rms" : "");
+          const FormatPick dep = pick_format(d, n, false, s[0], s[1], rms, true);
+          const FormatPick plain = pick_format(d, n, false, s[0], s[1], rms, false);
+          if (dep.format != plain.format || dep.kernel != plain.kernel) ++differs;
+          if (dep.format == Format::dense) continue;
+          auto k = pick_kernel(dep.format, d, n, s[0], s[1], rms, true);
+          ASSERT_TRUE(k.ok()) << at;
+          EXPECT_EQ(dep.kernel, k->kernel) << at << ": " << dep.reason;
+          EXPECT_DOUBLE_EQ(dep.measured_speedup, k->measured_speedup) << at;
+          EXPECT_GT(dep.measured_speedup, 1.0) << at;
+          EXPECT_NE(dep.reason.find("dependent launch"), std::string::npos) << dep.reason;
+        }
+      }
+    }
+  }
+  EXPECT_GT(differs, 0) << "the table leaves kernels out of dependent launches, so some pick must "
+                           "change with the launch";
+  const FormatPick gate_up = pick_format(0.5, 8, false, 22016, 4096, true, true);
+  EXPECT_EQ(gate_up.format, Format::dense) << gate_up.reason;
+  EXPECT_NE(pick_format(0.5, 8, false, 22016, 4096, true, false).kernel, "tca_bme.decode");
+}
+
 // A caller that folds a norm keeps a kernel that takes input_rms unless another measured more
 // than 1.1x faster; without input_rms the fastest runs. At 8 tokens on a weight far from every
 // benchmarked shape (the medians) tca_bme.mma measured faster than tca_bme.decode by less than

@@ -21,9 +21,11 @@ Format auto_format(double density, bool need_gpu_kernel);
 Status check_format_choice(const std::string& format);
 
 // A copy of `m` whose decoder linear layers are pruned with `mask` (sparsity 0 keeps them as
-// they are) and encoded in `format` ("auto", "dense", "csr", ...; "fastest": the rule table's
-// format for each layer's shape and density at passes of `pick_n` tokens, the batch size in
-// decode). lm_head and embeddings stay.
+// they are) and encoded in `format` ("auto": each layer the smallest format for its density;
+// "dense", "csr", ...; "fastest": per matmul of the GPU engine (q, k, v stacked; o; gate, up
+// stacked; down) the rule table's format for that matmul's shape and density at passes of
+// `pick_n` tokens, the batch size in decode, judged by the kernel the engine's calls get:
+// dependent launches, the norm folded into qkv and gate_up). lm_head and embeddings stay.
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
                           bool need_gpu_kernel = false, int64_t pick_n = 1);
 
@@ -41,8 +43,8 @@ Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& m
 Result<LlamaConfig> synth_config(const std::string& preset);
 
 // What "fastest" picks for the seven linear layers of a decoder layer (q, k, v, o, gate, up,
-// down) of density `density` at passes of n tokens. bench-model builds one model per distinct
-// answer over its batch sizes.
+// down) of density `density` at passes of n tokens (q, k, v alike and gate, up alike, as
+// prune_model). bench-model builds one model per distinct answer over its batch sizes.
 std::vector<Format> fastest_formats(const LlamaConfig& c, double density, int64_t n);
 
 }  // namespace sparrow::engine

@@ -1,0 +1,78 @@
+// "fastest": the formats prune_model / synth_model / bench-model pick for a decoder layer, judged
+// by the matmuls the GPU engine runs (q, k, v stacked; o; gate, up stacked; down; dependent
+// launches; the norm folded into qkv and gate_up).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine_test_util.hpp"
+#include "sparrow/dispatch.hpp"
+#include "sparrow/engine/transform.hpp"
+
+namespace sparrow {
+namespace {
+
+std::string names(const std::vector<Format>& fs) {
+  std::string s;
+  for (Format f : fs) s += std::string(format_name(f)) + " ";
+  return s;
+}
+
+// One format per engine matmul, and it is the rule table's pick for that matmul as the engine
+// calls it. Llama-3-8B's k and v (1024 x 4096) are far smaller than q: picked alone they used to
+// differ from q (70 % at 8 tokens: q dense, k and v tca_bme), and a layer whose q, k, v differ in
+// format cannot be stacked, which turned the engine's stacking off for the whole model.
+TEST(EngineTransform, FastestPicksOneFormatPerEngineMatmul) {
+  for (const char* preset : {"tiny", "llama2-7b", "llama3-8b"}) {
+    auto c = engine::synth_config(preset);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    const engine::LlamaConfig& k = c.value();
+    struct Group {
+      int first, last;  // roles q, k, v, o, gate, up, down = 0..6
+      int64_t rows, cols;
+      bool normed;
+    };
+    const Group groups[] = {{0, 2, k.q_dim() + 2 * k.kv_dim(), k.hidden, true},
+                            {3, 3, k.hidden, k.q_dim(), false},
+                            {4, 5, 2 * k.intermediate, k.hidden, true},
+                            {6, 6, k.hidden, k.intermediate, false}};
+    for (double density : {0.5, 0.3, 0.1}) {
+      for (int64_t n : {1, 2, 4, 8, 16, 32}) {
+        const std::vector<Format> f = engine::fastest_formats(k, density, n);
+        ASSERT_EQ(f.size(), 7u);
+        const std::string at = std::string(preset) + " density " + std::to_string(density) +
+                               " N=" + std::to_string(n) + ": " + names(f);
+        for (const Group& g : groups) {
+          const FormatPick want =
+              pick_format(density, n, false, g.rows, g.cols, g.normed, /*dependent_launch=*/true);
+          for (int i = g.first; i <= g.last; ++i)
+            EXPECT_EQ(f[size_t(i)], want.format) << at << " role " << i << ": " << want.reason;
+        }
+      }
+    }
+  }
+}
+
+// prune_model with "fastest" encodes each layer as fastest_formats says for the pruned density
+// (magnitude pruning per matrix: every matrix at the target), at each pick N.
+TEST(EngineTransform, PruneModelFastestEncodesThePicks) {
+  const engine::LlamaConfig c = test::tiny_config();
+  auto m = engine::build_model(c, test::random_source(c, 11));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  prune::MaskOptions mask;
+  mask.sparsity = 0.5;
+  for (int64_t n : {1, 2, 8}) {
+    auto p = engine::prune_model(m.value(), mask, "fastest", true, n);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    const std::vector<Format> want = engine::fastest_formats(c, 0.5, n);
+    for (const engine::Layer& l : p->layers) {
+      const std::vector<Format> got = {format_of(l.q),    format_of(l.k),  format_of(l.v),
+                                       format_of(l.o),    format_of(l.gate), format_of(l.up),
+                                       format_of(l.down)};
+      EXPECT_EQ(got, want) << "N=" << n << ": " << names(got) << "vs " << names(want);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparrow
