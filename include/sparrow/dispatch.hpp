@@ -5,6 +5,7 @@
 // exceptions), and every choice carries the reason it was made.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "sparrow/weight.hpp"
@@ -47,6 +48,21 @@ struct FormatPick {
 // by one it leaves out there.
 FormatPick pick_format(double density, int64_t n, bool allow_nm = false, int64_t rows = 0,
                        int64_t cols = 0, bool input_rms = false, bool dependent_launch = false);
+
+// The matmuls of a Llama-family decoder layer as sparrow's GPU engine runs them: q, k and v
+// stacked into one (qkv), o, gate and up stacked into one (gate_up), down. qkv and gate_up take the
+// RMSNorm folded in (input_rms) and every matmul is a dependent launch; stacking needs the stacked
+// layers in one format.
+enum class EngineMatmul { qkv, o, gate_up, down };
+
+// The engine matmul a Hugging Face tensor name feeds ("model.layers.3.self_attn.k_proj.weight":
+// qkv), or nullopt for any other tensor.
+std::optional<EngineMatmul> engine_matmul_of(const std::string& tensor_name);
+
+// The format for the layers of engine matmul `m` (stacked shape rows x cols, their density) that
+// decodes fastest at N tokens: pick_format as the engine calls that matmul.
+FormatPick pick_engine_format(EngineMatmul m, double density, int64_t n, int64_t rows,
+                              int64_t cols, bool allow_nm = false);
 
 // The GPU and date the shipped table was measured on.
 const char* rule_table_gpu();

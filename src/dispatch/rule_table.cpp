@@ -205,6 +205,29 @@ const kernels::KernelInfo* fallback_kernel(Format f, int64_t n, const Weight* w 
 
 }  // namespace
 
+std::optional<EngineMatmul> engine_matmul_of(const std::string& name) {
+  struct Suffix {
+    const char* text;
+    EngineMatmul m;
+  };
+  static const Suffix suffixes[] = {
+      {".q_proj.weight", EngineMatmul::qkv},        {".k_proj.weight", EngineMatmul::qkv},
+      {".v_proj.weight", EngineMatmul::qkv},        {".o_proj.weight", EngineMatmul::o},
+      {".gate_proj.weight", EngineMatmul::gate_up}, {".up_proj.weight", EngineMatmul::gate_up},
+      {".down_proj.weight", EngineMatmul::down}};
+  for (const Suffix& s : suffixes) {
+    const size_t len = std::char_traits<char>::length(s.text);
+    if (name.size() > len && name.compare(name.size() - len, len, s.text) == 0) return s.m;
+  }
+  return std::nullopt;
+}
+
+FormatPick pick_engine_format(EngineMatmul m, double density, int64_t n, int64_t rows,
+                              int64_t cols, bool allow_nm) {
+  const bool normed = m == EngineMatmul::qkv || m == EngineMatmul::gate_up;
+  return pick_format(density, n, allow_nm, rows, cols, normed, /*dependent_launch=*/true);
+}
+
 const char* rule_table_gpu() { return SPARROW_RULE_TABLE_GPU; }
 const char* rule_table_date() { return SPARROW_RULE_TABLE_DATE; }
 

@@ -49,11 +49,12 @@ Result<Weight> encode_pruned(Format f, const HostMatrix& pruned, const prune::Ma
   return enc;
 }
 
-// The seven linear layers of a decoder layer (q, k, v, o, gate, up, down) as the GPU engine runs
-// them: q, k, v stacked into one matmul and gate, up into another, each of those two taking the
-// RMSNorm folded in (input_rms); o and down alone. Every matmul is a dependent launch.
-constexpr int kGroupOf[7] = {0, 0, 0, 1, 2, 2, 3};  // qkv, o, gate_up, down
-constexpr bool kGroupNormed[4] = {true, false, true, false};
+// The engine matmul (sparrow/dispatch.hpp's EngineMatmul) of each of a decoder layer's seven
+// linear layers (q, k, v, o, gate, up, down).
+constexpr EngineMatmul kMatmulOf[7] = {EngineMatmul::qkv,     EngineMatmul::qkv,
+                                       EngineMatmul::qkv,     EngineMatmul::o,
+                                       EngineMatmul::gate_up, EngineMatmul::gate_up,
+                                       EngineMatmul::down};
 
 // (rows, cols) of role `which` (q, k, v, o, gate, up, down: layer_weight's order).
 std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
@@ -84,7 +85,7 @@ Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
     int64_t rows[4] = {}, cols[4] = {};
     for (int i = 0; i < 7; ++i) {
       const auto [r, k] = role_shape(c, i);
-      const int g = kGroupOf[i];
+      const int g = int(kMatmulOf[i]);
       nnz[g] += density[size_t(i)] * double(r) * double(k);
       elems[g] += double(r) * double(k);
       rows[g] += r;
@@ -92,11 +93,10 @@ Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
     }
     Format picked[4];
     for (int g = 0; g < 4; ++g) {
-      picked[g] = pick_format(nnz[g] / elems[g], pick_n, false, rows[g], cols[g],
-                              kGroupNormed[g], /*dependent_launch=*/true)
-                      .format;
+      picked[g] =
+          pick_engine_format(EngineMatmul(g), nnz[g] / elems[g], pick_n, rows[g], cols[g]).format;
     }
-    for (int i = 0; i < 7; ++i) out[size_t(i)] = picked[kGroupOf[i]];
+    for (int i = 0; i < 7; ++i) out[size_t(i)] = picked[int(kMatmulOf[i])];
     return out;
   }
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));

@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/rng.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/io/checkpoint.hpp"
 #include "sparrow/io/config.hpp"
 #include "sparrow/prune.hpp"
@@ -52,23 +57,24 @@ struct Encoded {
   uint64_t bytes = 0;
 };
 
-// Picks the format: explicit, or (auto) the smallest among those that can encode the layer,
-// never one larger than the dense tensor.
-Result<Encoded> encode_layer(const HostMatrix& m, const ModelPruneOptions& o) {
+// Encodes in `format`: a format name (forced; "fastest" resolves to one before this), or auto,
+// the smallest among those that can encode the layer, never one larger than the dense tensor.
+Result<Encoded> encode_layer(const HostMatrix& m, const std::string& format,
+                             const ModelPruneOptions& o) {
   const uint64_t dense_bytes = m.bytes();
   Encoded e;
   e.bytes = dense_bytes;
   EncodeOptions eo;
   eo.nm_pattern = o.structure.nm;
-  if (o.format == "dense") return e;
-  if (o.format != "auto") {
-    auto f = parse_format(o.format);
+  if (format == "dense") return e;
+  if (format != "auto") {
+    auto f = parse_format(format);
     auto w = encode(*f, m.view(), eo);
     if (!w.ok()) {
-      return Status(w.status().code(), "cannot encode as " + o.format + ": " + w.status().message());
+      return Status(w.status().code(), "cannot encode as " + format + ": " + w.status().message());
     }
     e.bytes = storage_bytes(w.value());
-    e.format = o.format;
+    e.format = format;
     if (e.bytes >= dense_bytes) e.note = "larger than dense (format forced)";
     e.weight = std::move(w).value();
     return e;
@@ -141,6 +147,59 @@ HostMatrix to_matrix(const io::HostTensor& t) {
   return m;
 }
 
+std::string fmt_speedup(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", x);
+  return buf;
+}
+
+// --format fastest: each candidate tensor's format, one per engine matmul of its decoder layer
+// (the tensors of "model.layers.3.self_attn.{q,k,v}_proj.weight" share one pick, made for their
+// stacked shape and combined target density), or for a tensor the engine does not stack, its own
+// shape. From the targets rather than the pruned result so every tensor's format is known before
+// the parallel pruning starts (a tensor kept because it was already sparser than its target
+// still gets its group's format).
+using FastestPicks = std::map<std::string, FormatPick>;
+Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
+                                   const io::ModelWeights& mw,
+                                   const std::function<double(const std::string&)>& target_of,
+                                   int64_t batch, bool allow_nm) {
+  struct Group {
+    EngineMatmul matmul = EngineMatmul::o;
+    int64_t rows = 0, cols = 0;
+    double nnz = 0, elems = 0;
+    std::vector<std::string> members;
+  };
+  std::map<std::string, Group> groups;
+  FastestPicks picks;
+  for (const std::string& name : candidates) {
+    SPARROW_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, mw.shape(name));
+    const double elems = double(shape[0]) * double(shape[1]);
+    const double density = 1.0 - target_of(name);
+    const std::optional<EngineMatmul> m = engine_matmul_of(name);
+    if (!m) {
+      picks[name] = pick_format(density, batch, allow_nm, shape[0], shape[1], false, true);
+      continue;
+    }
+    // The decoder layer's prefix: everything before ".self_attn." or ".mlp.".
+    size_t cut = name.rfind(".self_attn.");
+    if (cut == std::string::npos) cut = name.rfind(".mlp.");
+    Group& g = groups[name.substr(0, cut) + "#" + std::to_string(int(*m))];
+    g.matmul = *m;
+    g.rows += shape[0];
+    g.cols = shape[1];
+    g.nnz += density * elems;
+    g.elems += elems;
+    g.members.push_back(name);
+  }
+  for (const auto& [key, g] : groups) {
+    const FormatPick pick =
+        pick_engine_format(g.matmul, g.nnz / g.elems, batch, g.rows, g.cols, allow_nm);
+    for (const std::string& name : g.members) picks[name] = pick;
+  }
+  return picks;
+}
+
 }  // namespace
 
 Result<ModelPruneReport> prune_model(
@@ -152,9 +211,13 @@ Result<ModelPruneReport> prune_model(
   if (!(o.sparsity >= 0.0 && o.sparsity < 1.0)) {
     return invalid_argument("--sparsity must be in [0, 1), got " + std::to_string(o.sparsity));
   }
-  if (o.format != "auto" && !parse_format(o.format)) {
+  const bool fastest = o.format == "fastest";
+  if (o.format != "auto" && !fastest && !parse_format(o.format)) {
     return invalid_argument("unknown --format '" + o.format +
-                            "' (auto, dense, csr, macko, tca_bme, tiled_csl, nm)");
+                            "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
+  }
+  if (o.batch < 1) {
+    return invalid_argument("--batch must be at least 1, got " + std::to_string(o.batch));
   }
   if (o.format == "nm" && !is_nm) {
     return invalid_argument("--format nm needs an N:M --structure (e.g. --structure 2:4)");
@@ -212,6 +275,12 @@ Result<ModelPruneReport> prune_model(
   } else if (o.schedule != "uniform") {
     SPARROW_ASSIGN_OR_RETURN(schedule, Schedule::from_file(o.schedule, o.sparsity));
   }
+  auto target_of = [&](const std::string& name) {
+    return is_nm ? 1.0 - double(o.structure.nm.n) / o.structure.nm.m : schedule.sparsity_for(name);
+  };
+  SPARROW_ASSIGN_OR_RETURN(const FastestPicks picks,
+                           fastest ? fastest_picks(candidates, mw, target_of, o.batch, is_nm)
+                                   : FastestPicks{});
   std::map<std::string, std::vector<float>> norms;
   if (!o.calibration.empty()) {
     SPARROW_ASSIGN_OR_RETURN(norms, load_input_norms(o.calibration));
@@ -269,8 +338,7 @@ Result<ModelPruneReport> prune_model(
     PrunedLayer p;
     LayerReport& lr = p.lr;
     lr.name = name;
-    lr.target = is_nm ? 1.0 - double(o.structure.nm.n) / o.structure.nm.m
-                      : schedule.sparsity_for(name);
+    lr.target = target_of(name);
     const auto t0 = Clock::now();
     SPARROW_ASSIGN_OR_RETURN(io::HostTensor dense, mw.load_dense(name));
     HostMatrix m = to_matrix(dense);
@@ -308,7 +376,18 @@ Result<ModelPruneReport> prune_model(
     lr.prune_ms = ms_since(t0);
     lr.sparsity = zero_fraction(m.view());
     const auto t1 = Clock::now();
-    SPARROW_ASSIGN_OR_RETURN(p.enc, encode_layer(m, o));
+    std::string format = o.format;
+    if (fastest) {
+      const FormatPick& pick = picks.at(name);
+      format = format_name(pick.format);
+      lr.note += (lr.note.empty() ? "" : "; ") + std::string("fastest at batch ") +
+                 std::to_string(o.batch) + ": " +
+                 (pick.format == Format::dense ? "no sparse kernel measured faster"
+                                               : pick.kernel + " " +
+                                                     fmt_speedup(pick.measured_speedup) +
+                                                     " cuBLAS");
+    }
+    SPARROW_ASSIGN_OR_RETURN(p.enc, encode_layer(m, format, o));
     lr.encode_ms = ms_since(t1);
     lr.format = p.enc.format;
     if (!p.enc.note.empty()) lr.note += (lr.note.empty() ? "" : "; ") + p.enc.note;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.hpp"
+#include "sparrow/engine/transform.hpp"
 
 namespace fs = std::filesystem;
 using sparrow::test::CliRun;
@@ -158,6 +159,47 @@ TEST_F(CliPrune, WandaOwlAndFileSchedules) {
   EXPECT_NE(r.out.find("80.0%"), std::string::npos) << r.out;
   std::ofstream(sched) << R"({"mlp": 1.5})";
   prune(model() + " --schedule " + sched.string(), "file2", 2, "must be in [0, 1)");
+}
+
+// --format fastest: per engine matmul, the format the GPU engine decodes fastest at --batch
+// tokens; the same picks bench-model builds its models from (engine::fastest_formats), so a
+// pruned checkpoint runs what bench-model measured. The note says which kernel and batch.
+TEST_F(CliPrune, FastestPicksWhatTheEngineDecodesFastest) {
+  auto cfg = sparrow::engine::synth_config("tiny");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  const char* roles[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                          "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                          "mlp.down_proj"};
+  for (int batch : {1, 8}) {
+    const std::string out = "fastest" + std::to_string(batch);
+    const CliRun r = run_cli("prune " + model() + " --sparsity 0.7 --format fastest --batch " +
+                             std::to_string(batch) + " --out " + (root_ / out).string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::vector<sparrow::Format> want = sparrow::engine::fastest_formats(cfg.value(), 0.3,
+                                                                               batch);
+    ASSERT_EQ(want.size(), 7u);
+    for (int64_t layer = 0; layer < cfg.value().layers; ++layer) {
+      for (int i = 0; i < 7; ++i) {
+        const std::string name = "model.layers." + std::to_string(layer) + "." + roles[i] +
+                                 ".weight";
+        std::istringstream lines(r.out);
+        std::string line, format;
+        while (std::getline(lines, line)) {
+          if (line.rfind(name + " ", 0) != 0) continue;
+          std::istringstream fields(line);
+          std::string f[5];
+          for (auto& x : f) fields >> x;  // name shape target sparsity format
+          format = f[4];
+          EXPECT_NE(line.find("fastest at batch " + std::to_string(batch)), std::string::npos)
+              << line;
+        }
+        EXPECT_EQ(format, sparrow::format_name(want[size_t(i)])) << name << " batch " << batch
+                                                                 << "\n" << r.out;
+      }
+    }
+  }
+  prune(model() + " --format fastest --batch 0", "fb0", 2, "--batch must be at least 1");
+  prune(model() + " --format macko --batch 8", "fb1", 2, "--batch applies to --format fastest");
 }
 
 TEST_F(CliPrune, SynthRefusesBadArguments) {

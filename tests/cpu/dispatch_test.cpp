@@ -323,6 +323,39 @@ TEST(Dispatch, FormatPickJudgesTheKernelTheCallGets) {
   EXPECT_NE(pick_format(0.5, 8, false, 22016, 4096, true, false).kernel, "tca_bme.decode");
 }
 
+// The engine's matmuls from tensor names (Llama, Mistral, Qwen2 naming), and their pick: qkv and
+// gate_up as calls that normalise X (input_rms), o and down as plain ones, all dependent launches.
+TEST(Dispatch, EngineMatmulOfTensorNamesAndItsPick) {
+  EXPECT_EQ(engine_matmul_of("model.layers.3.self_attn.q_proj.weight"), EngineMatmul::qkv);
+  EXPECT_EQ(engine_matmul_of("model.layers.3.self_attn.k_proj.weight"), EngineMatmul::qkv);
+  EXPECT_EQ(engine_matmul_of("model.layers.3.self_attn.v_proj.weight"), EngineMatmul::qkv);
+  EXPECT_EQ(engine_matmul_of("model.layers.3.self_attn.o_proj.weight"), EngineMatmul::o);
+  EXPECT_EQ(engine_matmul_of("model.layers.0.mlp.gate_proj.weight"), EngineMatmul::gate_up);
+  EXPECT_EQ(engine_matmul_of("model.layers.0.mlp.up_proj.weight"), EngineMatmul::gate_up);
+  EXPECT_EQ(engine_matmul_of("model.layers.0.mlp.down_proj.weight"), EngineMatmul::down);
+  EXPECT_FALSE(engine_matmul_of("lm_head.weight"));
+  EXPECT_FALSE(engine_matmul_of("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(engine_matmul_of("model.decoder.layers.0.fc1.weight"));
+  for (double d : {0.5, 0.3, 0.1}) {
+    for (int64_t n : {1, 8}) {
+      const struct {
+        EngineMatmul m;
+        int64_t rows, cols;
+        bool normed;
+      } cases[] = {{EngineMatmul::qkv, 12288, 4096, true},
+                   {EngineMatmul::o, 4096, 4096, false},
+                   {EngineMatmul::gate_up, 22016, 4096, true},
+                   {EngineMatmul::down, 4096, 11008, false}};
+      for (const auto& c : cases) {
+        const FormatPick got = pick_engine_format(c.m, d, n, c.rows, c.cols);
+        const FormatPick want = pick_format(d, n, false, c.rows, c.cols, c.normed, true);
+        EXPECT_EQ(got.format, want.format);
+        EXPECT_EQ(got.kernel, want.kernel);
+      }
+    }
+  }
+}
+
 // A caller that folds a norm keeps a kernel that takes input_rms unless another measured more
 // than 1.1x faster; without input_rms the fastest runs. At 8 tokens on a weight far from every
 // benchmarked shape (the medians) tca_bme.mma measured faster than tca_bme.decode by less than

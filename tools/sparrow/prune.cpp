@@ -1,6 +1,7 @@
 // sparrow prune: prune a Hugging Face model directory and write a sparse checkpoint whose linear
 // layers are stored in sparrow formats (docs/checkpoints.md).
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct PruneArgs {
   std::vector<std::string> ignore;
   bool force = false, reprune = false, quiet = false;
   uint64_t seed = 0;
+  std::optional<int64_t> batch;  // --batch (only with --format fastest)
 };
 
 std::string human(uint64_t b) {
@@ -50,6 +52,8 @@ int run_prune(const PruneArgs& a) {
     else return bad("--granularity must be layer or row");
   }
   o.format = a.format;
+  if (a.batch && a.format != "fastest") return bad("--batch applies to --format fastest");
+  if (a.batch) o.batch = *a.batch;
   o.schedule = a.schedule;
   o.ignore = a.ignore;
   o.calibration = a.calibration;
@@ -116,7 +120,11 @@ void register_prune(CLI::App& app, int& exit_code) {
       "middle, same mean); or a JSON file {\"layer regex\": sparsity} (first match wins, others "
       "get --sparsity).\n"
       "--format auto picks, per layer, the smallest of csr/macko/tca_bme/tiled_csl (+ nm for "
-      "N:M) that can encode it, and keeps the layer dense when none is smaller than dense.\n"
+      "N:M) that can encode it, and keeps the layer dense when none is smaller than dense. "
+      "--format fastest picks, per matmul of the GPU engine (q/k/v stacked, o, gate/up "
+      "stacked, down), the format the engine decodes fastest at --batch tokens (the shipped "
+      "rule table, measured on one GPU), and keeps it dense where no sparse kernel measured "
+      "faster than cuBLAS.\n"
       "Exit codes: 0 ok, 2 bad arguments, 1 bad input data or I/O failure (nothing is written).");
   cmd->add_option("--model", args->model, "input model directory (config.json + safetensors)")
       ->required();
@@ -128,8 +136,12 @@ void register_prune(CLI::App& app, int& exit_code) {
                   "layer | row (default: layer for magnitude/random, row for wanda)");
   cmd->add_option("--structure", args->structure, "unstructured | N:M[:L] (along K) | block:BxB")
       ->capture_default_str();
-  cmd->add_option("--format", args->format, "auto | dense | csr | macko | tca_bme | tiled_csl | nm")
+  cmd->add_option("--format", args->format,
+                  "auto | fastest | dense | csr | macko | tca_bme | tiled_csl | nm")
       ->capture_default_str();
+  cmd->add_option("--batch", args->batch,
+                  "--format fastest: the decode batch size (tokens per matmul) to pick for "
+                  "(default 1)");
   cmd->add_option("--schedule", args->schedule, "uniform | owl | FILE.json")->capture_default_str();
   cmd->add_option("--ignore", args->ignore, "regex of tensor names to keep dense (repeatable)");
   cmd->add_option("--calibration", args->calibration, "wanda input-channel norms (see below)");
