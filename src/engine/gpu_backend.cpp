@@ -116,22 +116,6 @@ bool fold_gain(Weight& w, const std::vector<float>& gain) {
   return foldable(format_of(w)) && scale_columns(w, gain).ok();
 }
 
-// Whether every layer's q/k/v and gate/up can be stacked: one format per group that
-// concat_rows stacks, and q/k/v biases all present or all absent.
-bool can_fuse(const Model& m) {
-  auto stackable = [](std::initializer_list<const Weight*> ws) {
-    const Format f = format_of(**ws.begin());
-    for (const Weight* w : ws)
-      if (format_of(*w) != f) return false;
-    return can_concat_rows(f);
-  };
-  for (const Layer& l : m.layers) {
-    if (!stackable({&l.q, &l.k, &l.v}) || !stackable({&l.gate, &l.up})) return false;
-    if (l.q_bias.empty() != l.k_bias.empty() || l.q_bias.empty() != l.v_bias.empty()) return false;
-  }
-  return !m.layers.empty();
-}
-
 std::string gib(size_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(size_t(1) << 30));
@@ -176,7 +160,15 @@ class GpuBackend final : public Backend {
     const size_t es = dtype_size(dt_);
     mem_.model_bytes = m.weight_bytes();
     mem_.kv_cache_bytes = size_t(2 * c.layers * max_batch_ * context_ * c.kv_dim()) * es;
-    fused_ = fusion_requested() && can_fuse(m);
+    const std::string blocker = fusion_requested() ? stacking_blocker(m) : "";
+    fused_ = fusion_requested() && blocker.empty() && !m.layers.empty();
+    if (!blocker.empty()) {
+      std::fprintf(stderr,
+                   "sparrow: q/k/v and gate/up run as separate matmuls in every layer (slower), "
+                   "because %s; stacking needs each group in one format that stacks (sparrow prune "
+                   "--format fastest picks one)\n",
+                   blocker.c_str());
+    }
     qkv_cols_ = c.q_dim() + 2 * c.kv_dim();
     const int64_t widest = std::max({c.hidden, c.q_dim(), c.intermediate});
     const size_t partial_floats =

@@ -144,6 +144,35 @@ double Model::sparsity() const {
   return total ? double(zeros) / double(total) : 0.0;
 }
 
+std::string stacking_blocker(const Model& m) {
+  struct Part {
+    const char* name;
+    const Weight* w;
+  };
+  // "" when the parts can be stacked, else what stops them.
+  auto blocker = [](std::initializer_list<Part> parts) -> std::string {
+    const Format f = format_of(*parts.begin()->w);
+    bool alike = true;
+    for (const Part& p : parts) alike = alike && format_of(*p.w) == f;
+    if (alike && can_concat_rows(f)) return "";
+    std::string s;
+    for (const Part& p : parts)
+      s += std::string(s.empty() ? "" : ", ") + p.name + " " + format_name(format_of(*p.w));
+    return s + (alike ? " (that format cannot be stacked)" : " (different formats)");
+  };
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const Layer& l = m.layers[i];
+    const std::string at = "layer " + std::to_string(i) + ": ";
+    std::string b = blocker({{"q_proj", &l.q}, {"k_proj", &l.k}, {"v_proj", &l.v}});
+    if (!b.empty()) return at + b;
+    b = blocker({{"gate_proj", &l.gate}, {"up_proj", &l.up}});
+    if (!b.empty()) return at + b;
+    if (l.q_bias.empty() != l.k_bias.empty() || l.q_bias.empty() != l.v_bias.empty())
+      return at + "q/k/v biases are not all present or all absent";
+  }
+  return "";
+}
+
 Result<Model> build_model(const LlamaConfig& config, const TensorSource& src) {
   SPARROW_RETURN_IF_ERROR(config.check());
   Model m;

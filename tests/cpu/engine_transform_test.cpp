@@ -74,5 +74,38 @@ TEST(EngineTransform, PruneModelFastestEncodesThePicks) {
   }
 }
 
+// The GPU engine stacks q/k/v and gate/up only when each group shares a stackable format in every
+// layer; otherwise it says which layer and tensors stop it (and runs them one by one).
+TEST(EngineTransform, StackingBlockerNamesTheLayerAndTensors) {
+  const engine::LlamaConfig c = test::tiny_config();
+  auto m = engine::build_model(c, test::random_source(c, 5));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(engine::stacking_blocker(m.value()), "");
+  auto alike = engine::reencode_model(m.value(), Format::tca_bme);
+  ASSERT_TRUE(alike.ok());
+  EXPECT_EQ(engine::stacking_blocker(alike.value()), "");
+
+  engine::Model mixed = m.value();
+  auto k_csr = encode(Format::csr, decode(mixed.layers[1].k).value().view());
+  ASSERT_TRUE(k_csr.ok());
+  mixed.layers[1].k = k_csr.value();
+  const std::string b = engine::stacking_blocker(mixed);
+  EXPECT_NE(b.find("layer 1"), std::string::npos) << b;
+  EXPECT_NE(b.find("k_proj csr"), std::string::npos) << b;
+  EXPECT_NE(b.find("different formats"), std::string::npos) << b;
+
+  engine::Model mlp = m.value();
+  auto up_macko = encode(Format::macko, decode(mlp.layers[0].up).value().view());
+  ASSERT_TRUE(up_macko.ok());
+  mlp.layers[0].up = up_macko.value();
+  EXPECT_NE(engine::stacking_blocker(mlp).find("layer 0: gate_proj dense, up_proj macko"),
+            std::string::npos)
+      << engine::stacking_blocker(mlp);
+
+  engine::Model bias = m.value();
+  bias.layers[0].q_bias.assign(size_t(c.q_dim()), 0.5f);
+  EXPECT_NE(engine::stacking_blocker(bias).find("biases"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sparrow

@@ -166,6 +166,26 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
   }
 }
 
+// A model whose q/k/v (or gate/up) formats differ in a layer cannot be stacked
+// (engine::stacking_blocker): every layer then runs its projections one by one with separate norm
+// kernels, and the logits still match the CPU backend's.
+TEST(GpuEngine, MixedFormatsRunUnstackedAndMatchCpu) {
+  NEED_TINYLLAMA();
+  prune::MaskOptions mo;
+  mo.sparsity = 0.5;
+  auto pruned = engine::prune_model(*model, mo, "tca_bme");
+  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
+  auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+  auto k_macko = encode(Format::macko, decode(m->layers[1].k).value().view());
+  auto up_dense = encode(Format::dense, decode(m->layers[0].up).value().view());
+  ASSERT_TRUE(k_macko.ok() && up_dense.ok());
+  m->layers[1].k = k_macko.value();
+  m->layers[0].up = up_dense.value();
+  ASSERT_NE(engine::stacking_blocker(*m), "");
+  m->name = "tinyllama-py 50% tca_bme, one k_proj macko, one up_proj dense";
+  expect_logits_close(m, kPrompt, 1e-2);
+}
+
 // SPARROW_ENGINE_KERNELS / SPARROW_ENGINE_SKIP (experiment knobs, engine/role_overrides.hpp),
 // read when a backend is made: forced kernels give the same logits as matmul's picks (o on
 // tca_bme.mma, which takes no input_rms, and qkv on tca_bme.decode, which keeps its norm folded),

@@ -105,6 +105,12 @@ Result<Model> build_model(const LlamaConfig& config, const TensorSource& source)
 // the context limit, eos ids past the vocabulary dropped.
 Result<LlamaConfig> llama_config(const io::ModelConfig& in);
 
+// Why the GPU engine cannot stack every layer's q, k, v into one matmul and gate, up into another
+// (its default; each stack needs one format that can be stacked, and q/k/v biases all present or
+// all absent), naming the first layer and tensors that prevent it; empty when it can. Without the
+// stacks every layer runs its projections one by one (more launches, no folded norm): slower.
+std::string stacking_blocker(const Model& m);
+
 // Loads a model directory: config.json, and a dense HF safetensors checkpoint (one file or
 // shards with model.safetensors.index.json) or a sparse sparrow checkpoint. Refuses unsupported
 // architectures with the list of supported ones.
