@@ -3,7 +3,9 @@
 # per cell) and the kernels it leaves out where the engine contradicted the kernel bench. Edit the
 # lists here, not the generated file, so the next regeneration keeps them. A leave-out for dependent
 # launches only (--leave-out-dependent) keeps the kernel for plain launches, which the table's runs
-# measured.
+# measured. A run made with `sparrow bench --dependent-launch --formats best` may be listed too:
+# make_rule_table.py reads the launch mode from its header, and those cells answer dependent
+# launches (the engine's) where they cover the query (src/dispatch/rule_table.cpp).
 #
 #   scripts/rule-table.sh            then rebuild; scripts/check_dispatch.py replays its choices
 set -euo pipefail

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "dispatch/choose.hpp"
+#include "dispatch/rule_cells.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 
@@ -34,18 +35,7 @@ namespace sparrow {
 
 namespace {
 
-struct Cell {
-  Format format;
-  const char* kernel;
-  int64_t n;
-  double sparsity;
-  int64_t rows, cols;  // the benchmarked shape; 0, 0: the median over shapes
-  double speedup;
-  int shapes;  // shapes behind the value
-  // Plain launches only: the engine (dependent launch) measured the kernel slower here than the
-  // table's plain runs predicted (scripts/rule-table.sh's --leave-out-dependent).
-  bool plain_only = false;
-};
+using Cell = RuleCell;
 
 // A cell speaks for sparsities within this distance of its own (cells are 0.2 apart).
 constexpr double kMaxSparsityDistance = 0.1;
@@ -85,17 +75,20 @@ struct CellRun {
   const Cell* begin() const { return first; }
   const Cell* end() const { return last; }
 };
+using CellRuns = std::array<CellRun, std::size(kAllFormats)>;
+CellRuns runs_of(const Cell* cells, size_t count) {
+  CellRuns r{};
+  for (const Cell* c = cells; c != cells + count; ++c) {
+    CellRun& run = r[size_t(c->format)];
+    if (run.first == nullptr) run.first = c;
+    run.last = c + 1;
+  }
+  return r;
+}
+const CellRuns* g_test_runs = nullptr;  // ScopedRuleTable's table, while one lives
 const CellRun& cells_of(Format f) {
-  static const auto runs = [] {
-    std::array<CellRun, std::size(kAllFormats)> r{};
-    for (const Cell& c : kCells) {
-      CellRun& run = r[size_t(c.format)];
-      if (run.first == nullptr) run.first = &c;
-      run.last = &c + 1;
-    }
-    return r;
-  }();
-  return runs[size_t(f)];
+  static const CellRuns shipped = runs_of(kCells, std::size(kCells));
+  return (g_test_runs ? *g_test_runs : shipped)[size_t(f)];
 }
 
 std::string fmt(const char* f, double a) {
@@ -128,11 +121,14 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
 // matmul calls this on every launch. make_rule_table.py writes a median cell for every measured
 // (format, kernel, N, sparsity), so the N and sparsity searches read only those (a fifth of the
 // table; the per-shape cells made the table five times larger).
-const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                      const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
-                      bool dependent_launch) {
+// `from_dependent`: search only the cells measured with dependent launches; else only the
+// plain-launch cells (minus those left out of dependent launches when this is one).
+const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
+                         const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
+                         bool dependent_launch, bool from_dependent) {
   auto seen = [&](const Cell& c) {
-    return c.format == f && !(dependent_launch && c.plain_only);
+    return c.format == f && c.dependent == from_dependent &&
+           !(dependent_launch && c.plain_only);
   };
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
@@ -177,6 +173,21 @@ const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_
   };
   const Cell* best = shape_rows > 0 ? fastest(shape_rows, shape_cols) : nullptr;
   return best || shape_only ? best : fastest(0, 0);
+}
+
+// A dependent launch reads the cells measured that way where they cover the query (an N within
+// 2x, a sparsity within 0.1, the shape rules above), else the plain-launch cells; a plain launch
+// reads plain-launch cells only.
+const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
+                      const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
+                      bool dependent_launch) {
+  if (dependent_launch) {
+    if (const Cell* c = best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only,
+                                     input_rms, true, /*from_dependent=*/true))
+      return c;
+  }
+  return best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only, input_rms,
+                      dependent_launch, /*from_dependent=*/false);
 }
 
 // The cell that decides a weight's kernel (header comment): for dense weights only a nearby
@@ -226,6 +237,14 @@ FormatPick pick_engine_format(EngineMatmul m, double density, int64_t n, int64_t
                               int64_t cols, bool allow_nm) {
   const bool normed = m == EngineMatmul::qkv || m == EngineMatmul::gate_up;
   return pick_format(density, n, allow_nm, rows, cols, normed, /*dependent_launch=*/true);
+}
+
+ScopedRuleTable::ScopedRuleTable(const RuleCell* cells, size_t count) {
+  g_test_runs = new CellRuns(runs_of(cells, count));
+}
+ScopedRuleTable::~ScopedRuleTable() {
+  delete g_test_runs;
+  g_test_runs = nullptr;
 }
 
 const char* rule_table_gpu() { return SPARROW_RULE_TABLE_GPU; }
@@ -302,6 +321,21 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
                        bool input_rms, bool dependent_launch) {
   FormatPick out;
   out.kernel = "dense.cublas";
+  // What a sparse format must beat: cuBLAS (1.0), or on a dependent launch the fastest dense
+  // kernel measured with dependent launches near this N and shape, when the table has such cells
+  // (a dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS).
+  double bar = 1.0;
+  std::string bar_name = "cuBLAS";
+  if (dependent_launch) {
+    if (const Cell* d = best_cell_of(Format::dense, 0.0, n, rows, cols, nullptr, 0, false,
+                                     input_rms, true, /*from_dependent=*/true);
+        d != nullptr && d->speedup > bar) {
+      bar = d->speedup;
+      bar_name = std::string(d->kernel) + " (" + fmt("%.2fx", d->speedup) +
+                 " cuBLAS, dependent launch)";
+      out.kernel = d->kernel;
+    }
+  }
   const Format sparse[] = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl,
                            Format::nm};
   double best = 0.0;
@@ -313,7 +347,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
     if (k->measured_speedup > best) {
       best = k->measured_speedup;
       best_name = k->kernel;
-      if (best > 1.0) {
+      if (best > bar) {
         out.format = f;
         out.kernel = k->kernel;
         out.measured_speedup = best;
@@ -323,7 +357,8 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
   if (out.format == Format::dense) {
     out.reason = best_name.empty()
                      ? "no sparse kernel measured near N=" + std::to_string(n) + ": dense"
-                     : "no sparse format measured faster than cuBLAS at N=" + std::to_string(n) +
+                     : "no sparse format measured faster than " + bar_name + " at N=" +
+                           std::to_string(n) +
                            ", density " + fmt("%.2f", density) + " (best: " + best_name + " " +
                            fmt("%.2fx", best) + "): dense";
   } else {

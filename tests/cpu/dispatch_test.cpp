@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dispatch/choose.hpp"
+#include "dispatch/rule_cells.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/macko/warp_row.hpp"
@@ -354,6 +355,51 @@ TEST(Dispatch, EngineMatmulOfTensorNamesAndItsPick) {
       }
     }
   }
+}
+
+// Cells measured with dependent launches (make_rule_table.py: a `sparrow bench --dependent-launch`
+// file) answer dependent launches where they cover the query, plain cells answer the rest and
+// every plain launch; on a dependent launch a sparse format must beat the dense kernel measured
+// that way. A table of the test's own (ScopedRuleTable), since the shipped one has no such cells.
+TEST(Dispatch, DependentLaunchCellsAnswerDependentLaunches) {
+  const RuleCell cells[] = {
+      // dense: cuBLAS by definition 1.0, dense.gemv chained dependently 1.05 or 1.15.
+      {Format::dense, "dense.gemv", 8, 0.0, 0, 0, 1.05, 4, false, true},
+      {Format::dense, "dense.gemv", 8, 0.0, 4096, 4096, 1.15, 1, false, true},
+      // tca_bme: plain launches measured mma ahead, dependent launches decode.
+      {Format::tca_bme, "tca_bme.decode", 8, 0.5, 0, 0, 1.00, 4},
+      {Format::tca_bme, "tca_bme.mma", 8, 0.5, 0, 0, 1.20, 4},
+      {Format::tca_bme, "tca_bme.mma", 64, 0.5, 0, 0, 1.30, 4},
+      {Format::tca_bme, "tca_bme.decode", 8, 0.5, 0, 0, 1.10, 4, false, true},
+      {Format::tca_bme, "tca_bme.mma", 8, 0.5, 0, 0, 0.90, 4, false, true},
+  };
+  ScopedRuleTable table(cells, std::size(cells));
+  auto plain = pick_kernel(Format::tca_bme, 0.5, 8);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->kernel, "tca_bme.mma");
+  EXPECT_DOUBLE_EQ(plain->measured_speedup, 1.20);
+  for (int64_t n : {8, 16, 5}) {  // within 2x of the dependent cells' N = 8
+    auto dep = pick_kernel(Format::tca_bme, 0.5, n, 0, 0, false, /*dependent_launch=*/true);
+    ASSERT_TRUE(dep.ok());
+    EXPECT_EQ(dep->kernel, "tca_bme.decode") << "N=" << n;
+    EXPECT_DOUBLE_EQ(dep->measured_speedup, 1.10) << "N=" << n;
+  }
+  // N = 64: no dependent cell within 2x, so the plain cells answer.
+  auto far = pick_kernel(Format::tca_bme, 0.5, 64, 0, 0, false, true);
+  ASSERT_TRUE(far.ok());
+  EXPECT_EQ(far->kernel, "tca_bme.mma");
+  EXPECT_DOUBLE_EQ(far->measured_speedup, 1.30);
+  // Formats: on a plain launch tca_bme beats cuBLAS (1.20 > 1); on a dependent launch its 1.10
+  // beats the median dense.gemv (1.05) but not dense.gemv on 4096 x 4096 (1.15).
+  EXPECT_EQ(pick_format(0.5, 8).format, Format::tca_bme);
+  const FormatPick dep_any = pick_format(0.5, 8, false, 0, 0, false, true);
+  EXPECT_EQ(dep_any.format, Format::tca_bme) << dep_any.reason;
+  EXPECT_EQ(dep_any.kernel, "tca_bme.decode");
+  const FormatPick dep_o = pick_format(0.5, 8, false, 4096, 4096, false, true);
+  EXPECT_EQ(dep_o.format, Format::dense) << dep_o.reason;
+  EXPECT_EQ(dep_o.kernel, "dense.gemv");
+  EXPECT_NE(dep_o.reason.find("dense.gemv (1.15x cuBLAS, dependent launch)"), std::string::npos)
+      << dep_o.reason;
 }
 
 // A caller that folds a norm keeps a kernel that takes input_rms unless another measured more
