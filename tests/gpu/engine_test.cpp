@@ -166,16 +166,22 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
   }
 }
 
+// `model` pruned to 50 % (magnitude) and encoded in tca_bme; null (with a failure) if that fails.
+std::shared_ptr<engine::Model> tca_bme_50(const engine::Model& model) {
+  prune::MaskOptions mo;
+  mo.sparsity = 0.5;
+  auto pruned = engine::prune_model(model, mo, "tca_bme");
+  EXPECT_TRUE(pruned.ok()) << pruned.status().to_string();
+  return pruned.ok() ? std::make_shared<engine::Model>(std::move(pruned).value()) : nullptr;
+}
+
 // A model whose q/k/v (or gate/up) formats differ in a layer cannot be stacked
 // (engine::stacking_blocker): every layer then runs its projections one by one with separate norm
 // kernels, and the logits still match the CPU backend's.
 TEST(GpuEngine, MixedFormatsRunUnstackedAndMatchCpu) {
   NEED_TINYLLAMA();
-  prune::MaskOptions mo;
-  mo.sparsity = 0.5;
-  auto pruned = engine::prune_model(*model, mo, "tca_bme");
-  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
-  auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+  auto m = tca_bme_50(*model);
+  ASSERT_TRUE(m);
   auto k_macko = encode(Format::macko, decode(m->layers[1].k).value().view());
   auto up_dense = encode(Format::dense, decode(m->layers[0].up).value().view());
   ASSERT_TRUE(k_macko.ok() && up_dense.ok());
@@ -192,11 +198,8 @@ TEST(GpuEngine, MixedFormatsRunUnstackedAndMatchCpu) {
 // a kernel of another format is refused with a message, and a skipped role still runs.
 TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
   NEED_TINYLLAMA();
-  prune::MaskOptions mo;
-  mo.sparsity = 0.5;
-  auto pruned = engine::prune_model(*model, mo, "tca_bme");
-  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
-  auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+  auto m = tca_bme_50(*model);
+  ASSERT_TRUE(m);
   m->name = "tinyllama-py 50% tca_bme, o=tca_bme.mma, qkv=tca_bme.decode";
   struct Env {  // sets the knobs for one scope
     Env(const char* kernels, const char* skip, const char* read_only = "") {
