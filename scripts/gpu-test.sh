@@ -92,7 +92,13 @@ stage() {
   "$SPARROW" --version
 } >>"$LOG" 2>&1
 
-for bin in "$SPARROW" "$TESTS"; do
+# The test binary is needed only by the stages that run it (a SKIP of all three, e.g. for an
+# engine-only call, lets a carry leave it out).
+needed=("$SPARROW")
+for s in gpu-tests memcheck racecheck; do
+  [[ " $SKIP " == *" $s "* ]] || { needed+=("$TESTS"); break; }
+done
+for bin in "${needed[@]}"; do
   if [ ! -x "$bin" ]; then
     echo "gpu-test.sh: $bin is missing (build first, or pass the folder that holds it)" | tee -a "$LOG"
     exit 1
