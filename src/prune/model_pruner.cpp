@@ -224,7 +224,7 @@ Result<ModelPruneReport> prune_model(
   }
   if (o.method == Method::wanda && o.calibration.empty()) {
     return invalid_argument("--method wanda needs --calibration FILE with input-channel norms "
-                            "(the engine's calibration run comes with the engine issue)");
+                            "(sparrow calibrate -m DIR --text FILE -o norms.json writes them)");
   }
   std::vector<std::regex> ignore;
   for (const std::string& r : o.ignore) {

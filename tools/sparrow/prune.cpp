@@ -115,7 +115,7 @@ void register_prune(CLI::App& app, int& exit_code) {
       "wanda reads precomputed input-channel norms from --calibration FILE: a JSON object "
       "{\"model.layers.0.mlp.up_proj.weight\": [K non-negative floats], ...} (the \".weight\" "
       "suffix may be left out) or a .safetensors file of F32 [K] tensors with those names. "
-      "Computing the norms with a calibration run of the engine comes with the engine issue.\n"
+      "`sparrow calibrate -m DIR --text FILE -o norms.json` computes them with the engine.\n"
       "Schedules: uniform; owl (lower sparsity for the first and last layers, higher in the "
       "middle, same mean); or a JSON file {\"layer regex\": sparsity} (first match wins, others "
       "get --sparsity).\n"
