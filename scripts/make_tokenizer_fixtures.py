@@ -20,7 +20,8 @@ any pre-tokens, so the model need not be retrained):
 Every fixture also has added tokens beyond BOS/EOS, with the flags sparrow implements:
   llama2*           <mask> (special, lstrip) and <sep> (special, rstrip) after the vocab
   llama3/qwen2/gpt2 <|eot_id|>, <|start_header_id|>, <|end_header_id|> (special), <mask>
-                    (special, lstrip), and <|endoftext|> (special, normalized, rstrip)
+                    (special, lstrip), and <|endoftext|> (special, normalized, rstrip); qwen2
+                    also <e\u0301> (normalized, written decomposed: it matches NFC text)
 and SPECIAL_CASES, strings holding added tokens of both styles (Llama 2's <s> and Llama 3's
 <|begin_of_text|>, so each fixture also sees the other style's tokens as plain text).
 
@@ -40,8 +41,6 @@ import sys
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_unicode_tables import nfc_active_set  # noqa: E402  (what sparrow's NFC check refuses)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers")
 
@@ -97,6 +96,13 @@ CASES = [
     "x" * 60,
     "def forward(x):\n    return x * 2  # comment\n",
     "  \n\n  trailing newline space\n ",
+    # Text NFC changes (Qwen2's normalizer): decomposed accents, Hangul jamo, singletons,
+    # reordering, composition exclusions.
+    "cafe\u0301 nai\u0308ve Zu\u0308rich",
+    "\u212b \u2126 A\u030angstro\u0308m",
+    "\u1100\u1161\u11a8 \u1112\u1161\u11ab\u1100\u116e\u11af",
+    "a\u0323\u0302 e\u0302\u0323 o\u031b\u0301",
+    "\u0958\u0959 \uf900\uf901 \u1e9b\u0323",
 ]
 
 # Added tokens in the text: split out first and given their ids (lstrip/rstrip taking the
@@ -112,6 +118,7 @@ SPECIAL_CASES = [
     "a <mask> b", "a  <mask>  b", "a\t<mask>\nb", "<mask>", " <mask>", "<s> <mask>",
     "a <sep> b", "a <sep>  \n b", "<sep><sep> x", "<mask><sep>", "a <sep> <mask> b",
     "a <|endoftext|> b", "<|endoftext|>  <|endoftext|>", "x <mask><|endoftext|> y",
+    "x <\u00e9> y", "x <e\u0301> y<e\u0301>",
 ]
 
 # Short random strings over the characters where the pre-tokenizer patterns differ (letters,
@@ -127,21 +134,17 @@ def random_cases(n=150, seed=6):
     return ["".join(rng.choice(TRICKY) for _ in range(rng.randint(1, 24))) for _ in range(n)]
 
 
-NFC_ACTIVE = nfc_active_set()
-
-
 def save(name, tok, cases=CASES + SPECIAL_CASES + random_cases()):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
     tok.save(os.path.join(d, "tokenizer.json"), pretty=False)
     out = []
     for text in cases:
-        if name == "qwen2" and any(ord(c) in NFC_ACTIVE for c in text):
-            continue  # text that NFC might change: sparrow refuses it
         ids = tok.encode(text).ids
         case = {"text": text, "ids": ids, "decoded": tok.decode(ids, skip_special_tokens=True)}
         if tok.pre_tokenizer is not None:  # the pieces BPE sees, to test the pre-tokenizer alone
-            case["pre_tokens"] = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(text)]
+            normalized = tok.normalizer.normalize_str(text) if tok.normalizer else text
+            case["pre_tokens"] = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(normalized)]
         out.append(case)
     # The training text as one long case: many merges per word, and the llama2 fixtures see it
     # as a single pre-token.
@@ -247,10 +250,12 @@ def main():
     vocab, merges = llama3_model()
     save("llama3", byte_level_tokenizer(vocab, merges, split_then_bytes(LLAMA3_REGEX),
                                         bos="<|begin_of_text|>"))
-    # Qwen2 normalizes to NFC; sparrow takes only text NFC leaves unchanged (and says so
-    # otherwise), so its cases are such text.
-    save("qwen2", byte_level_tokenizer(vocab, merges, split_then_bytes(QWEN2_REGEX),
-                                       normalizer=normalizers.NFC()))
+    # Qwen2 normalizes to NFC (its cases include text NFC changes), and a normalized added token
+    # written decomposed matches its NFC form in the NFC'd text.
+    qwen2 = byte_level_tokenizer(vocab, merges, split_then_bytes(QWEN2_REGEX),
+                                 normalizer=normalizers.NFC())
+    qwen2.add_tokens([AddedToken("<e\u0301>", normalized=True, special=False)])
+    save("qwen2", qwen2)
     save("gpt2", byte_level_tokenizer(
         vocab, merges, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)))
     return 0

@@ -351,7 +351,6 @@ Status JsonTokenizer::read_added_tokens(const json& j) {
       tokens_.resize(id + 1);
       special_.resize(id + 1, 0);
     }
-    tokens_[id] = content;
     const std::string where = "added token \"" + content + "\"";
     SPARROW_ASSIGN_OR_RETURN(special_[id], get_bool(a, "special", false, where.c_str()));
     AddedToken t{content, int32_t(id), false, false, true};
@@ -363,23 +362,23 @@ Status JsonTokenizer::read_added_tokens(const json& j) {
     // for; tokenizing as if it were false would be wrong where it matters.
     if (single_word) return refuse("the added token flag single_word (on \"" + content + "\")");
     if (t.normalized) {
-      // A normalized token is matched in normalized text against its own normalized content.
-      // Only NFC is identity on both here (encode refuses text NFC may change); Prepend and
-      // Replace would move the token and its neighbours, which sparrow does not follow.
+      // A normalized token is matched in normalized text against its own normalized content, as
+      // `tokenizers` does: behind NFC that is NFC(content); Prepend and Replace would move the
+      // token and its neighbours, which sparrow does not follow.
       for (const NormalizeStep& n : normalizers_) {
         if (n.kind != NormalizeStep::nfc) {
           return refuse("the added token flag normalized (on \"" + content +
                         "\") behind a Prepend or Replace normalizer");
         }
         std::u32string cps;
-        unicode::decode_utf8(content, cps);
-        for (char32_t c : cps)
-          if (unicode::is_nfc_active(c)) {
-            return refuse("the added token flag normalized (on \"" + content +
-                          "\", which NFC may change)");
-          }
+        if (!unicode::decode_utf8(t.content, cps))
+          return corrupt_data("added token \"" + content + "\" is not valid UTF-8");
+        t.content = unicode::to_utf8(unicode::nfc(cps));
       }
     }
+    // Decoding gives the token's content as it is matched (`tokenizers` keeps a normalized
+    // token's normalized content: "<e\u0301>" behind NFC decodes as "<\u00e9>").
+    tokens_[id] = t.content;
     if (content.empty()) continue;  // `tokenizers` never matches an empty token
     added_.push_back(std::move(t));
   }
@@ -447,17 +446,9 @@ Status JsonTokenizer::normalize(std::string& text) const {
         break;
       case NormalizeStep::nfc: {
         std::u32string cps;
-        unicode::decode_utf8(text, cps);
-        for (char32_t c : cps) {
-          if (unicode::is_nfc_active(c)) {
-            char hex[16];
-            std::snprintf(hex, sizeof(hex), "U+%04X", unsigned(c));
-            return unsupported(std::string("the prompt has ") + hex +
-                               ", which this tokenizer's NFC normalizer may change, and sparrow "
-                               "does not implement NFC; write the text in NFC (composed) form "
-                               "or pass token ids with --tokens");
-          }
-        }
+        if (!unicode::decode_utf8(text, cps))
+          return invalid_argument("the prompt is not valid UTF-8");
+        text = unicode::to_utf8(unicode::nfc(cps));
         break;
       }
     }

@@ -31,8 +31,7 @@ class JsonTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<JsonTokenizer>> load(const std::string& path, int64_t vocab);
 
   const char* kind() const override { return "tokenizer.json BPE"; }
-  // invalid_argument for text that is not UTF-8; unsupported for text the NFC normalizer
-  // would change (sparrow does not implement NFC; such text is rare and refused).
+  // invalid_argument for text that is not UTF-8.
   Result<std::vector<int32_t>> encode(const std::string& text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
 

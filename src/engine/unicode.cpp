@@ -2,6 +2,7 @@
 #include "engine/unicode.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace sparrow::engine::unicode {
 
@@ -61,6 +62,99 @@ bool is_letter(char32_t c) { return in_ranges(kLetters, kLetterCount, c); }
 bool is_number(char32_t c) { return in_ranges(kNumbers, kNumberCount, c); }
 bool is_white_space(char32_t c) { return in_ranges(kWhiteSpace, kWhiteSpaceCount, c); }
 bool is_nfc_active(char32_t c) { return in_ranges(kNfcActive, kNfcActiveCount, c); }
+
+unsigned char combining_class(char32_t c) {
+  const ClassRange* end = kCombiningClasses + kCombiningClassCount;
+  const ClassRange* it = std::upper_bound(kCombiningClasses, end, c,
+                                          [](char32_t v, const ClassRange& r) { return v < r.first; });
+  return it != kCombiningClasses && c <= (it - 1)->last ? (it - 1)->ccc : 0;
+}
+
+namespace {
+
+// Hangul syllables decompose and compose by arithmetic (Unicode 3.12): S = SBase + (L * VCount +
+// V) * TCount + T.
+constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
+constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount,
+                   kSCount = kLCount * kNCount;
+
+void decompose(char32_t c, std::u32string& out) {
+  if (c >= kSBase && c < kSBase + kSCount) {
+    const char32_t s = c - kSBase;
+    out.push_back(kLBase + s / kNCount);
+    out.push_back(kVBase + (s % kNCount) / kTCount);
+    if (s % kTCount != 0) out.push_back(kTBase + s % kTCount);
+    return;
+  }
+  const Decomposition* end = kDecompositions + kDecompositionCount;
+  const Decomposition* it = std::lower_bound(
+      kDecompositions, end, c, [](const Decomposition& d, char32_t v) { return d.cp < v; });
+  if (it != end && it->cp == c) {
+    out.append(kDecompositionCodePoints + it->offset, it->length);  // already full
+  } else {
+    out.push_back(c);
+  }
+}
+
+// The primary composite of (a, b), or 0.
+char32_t compose(char32_t a, char32_t b) {
+  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
+    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
+      b < kTBase + kTCount)
+    return a + (b - kTBase);
+  const Composition* end = kCompositions + kCompositionCount;
+  const Composition* it =
+      std::lower_bound(kCompositions, end, std::make_pair(a, b),
+                       [](const Composition& x, const std::pair<char32_t, char32_t>& v) {
+                         return x.first < v.first || (x.first == v.first && x.second < v.second);
+                       });
+  return it != end && it->first == a && it->second == b ? it->composite : 0;
+}
+
+}  // namespace
+
+std::u32string nfc(const std::u32string& text) {
+  if (std::none_of(text.begin(), text.end(), is_nfc_active)) return text;
+  std::u32string d;
+  d.reserve(text.size() + 8);
+  for (char32_t c : text) decompose(c, d);
+  // Canonical ordering: each run of non-starters sorted by combining class, stably.
+  for (size_t i = 0; i < d.size();) {
+    if (combining_class(d[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < d.size() && combining_class(d[j]) != 0) ++j;
+    std::stable_sort(d.begin() + long(i), d.begin() + long(j), [](char32_t a, char32_t b) {
+      return combining_class(a) < combining_class(b);
+    });
+    i = j;
+  }
+  // Canonical composition: a code point joins the last starter when nothing between them blocks
+  // it (a starter, or a code point of the same or a higher class) and the pair has a composite.
+  std::u32string out;
+  out.reserve(d.size());
+  size_t starter = std::u32string::npos;  // index in `out`
+  unsigned char last_class = 0;           // class of the last code point kept after the starter
+  for (char32_t c : d) {
+    const unsigned char cc = combining_class(c);
+    if (starter != std::u32string::npos) {
+      const bool adjacent = out.size() == starter + 1;
+      if (adjacent || (last_class != 0 && last_class < cc)) {
+        if (const char32_t comp = compose(out[starter], c)) {
+          out[starter] = comp;
+          continue;
+        }
+      }
+    }
+    if (cc == 0) starter = out.size();
+    out.push_back(c);
+    last_class = cc;
+  }
+  return out;
+}
 
 bool is_white_space_at(const std::string& text, size_t begin, size_t end) {
   if (begin >= end || end > text.size()) return false;
