@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the two fuzz targets with clang's libFuzzer + AddressSanitizer + UBSan and runs each for
-# half the time on a generated seed corpus. Not part of the CMake build.
+# Builds the three fuzz targets with clang's libFuzzer + AddressSanitizer + UBSan and runs each
+# for a third of the time on a generated seed corpus. Not part of the CMake build.
 #   tests/fuzz/safetensors_fuzz.cpp    the safetensors reader and the config.json parser
 #   tests/fuzz/sparse_weight_fuzz.cpp  sparse checkpoint loading: metadata -> Weight -> validate
 #                                      -> decode, over every format's host code
+#   tests/fuzz/tokenizer_fuzz.cpp      prompts through the tokenizer.json fixtures' pipelines
+#                                      (NFC, pre-tokenizers, BPE, added tokens, decoders)
 #   scripts/fuzz.sh [seconds=60] [build dir=build/fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +18,8 @@ mkdir -p "$OUT/corpus" "$OUT/artifacts"
 "$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Iinclude -Isrc \
   tests/fuzz/safetensors_fuzz.cpp src/io/safetensors_reader.cpp src/io/tensor_dtype.cpp \
-  src/io/config.cpp src/core/dtype.cpp src/core/status.cpp src/core/matrix.cpp \
-  -o "$OUT/safetensors_fuzz"
+  src/io/config.cpp src/io/json_file.cpp src/core/dtype.cpp src/core/status.cpp \
+  src/core/matrix.cpp -o "$OUT/safetensors_fuzz"
 
 # Sparse checkpoint loading: the reader, weight serialisation and every format's host code.
 FORMAT_SOURCES=$(find src/formats -name '*.cpp' | sort)
@@ -25,7 +27,7 @@ FORMAT_SOURCES=$(find src/formats -name '*.cpp' | sort)
   -Iinclude -Isrc \
   tests/fuzz/sparse_weight_fuzz.cpp src/io/safetensors_reader.cpp src/io/tensor_dtype.cpp \
   src/io/weight_serialization.cpp src/io/safetensors_writer.cpp $FORMAT_SOURCES src/core/dtype.cpp src/core/status.cpp \
-  src/core/matrix.cpp -o "$OUT/sparse_weight_fuzz"
+  src/core/matrix.cpp src/core/parallel.cpp -o "$OUT/sparse_weight_fuzz"
 mkdir -p "$OUT/sparse_corpus"
 
 # Seeds: small valid files (several dtypes, metadata, zero-sized tensors, padded header) and a
@@ -79,10 +81,31 @@ else
 fi
 cp "$OUT/corpus/"* "$OUT/sparse_corpus/" 2>/dev/null || true
 
-HALF=$(( (SECONDS_TO_RUN + 1) / 2 ))
-echo "== safetensors_fuzz ($HALF s)"
-"$OUT/safetensors_fuzz" "$OUT/corpus" -max_total_time="$HALF" -max_len=4096 \
+# Prompts: the tokenizer fixtures' test texts (one per fixture byte) as seeds.
+"$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc \
+  tests/fuzz/tokenizer_fuzz.cpp src/engine/tokenizer_json.cpp src/engine/bpe.cpp \
+  src/engine/split_patterns.cpp src/engine/unicode.cpp src/engine/unicode_tables.cpp \
+  src/io/json_file.cpp src/core/status.cpp -o "$OUT/tokenizer_fuzz"
+mkdir -p "$OUT/prompt_corpus"
+python3 - "$OUT/prompt_corpus" <<'PY'
+import json, os, sys
+out, n = sys.argv[1], 0
+for i, name in enumerate(["llama2", "llama2-metaspace", "llama2-metaspace-split", "llama3",
+                          "qwen2", "gpt2"]):
+    with open(os.path.join("tests", "data", "tokenizers", name, "expected.json")) as f:
+        for case in json.load(f)["cases"][:60]:
+            open(os.path.join(out, "p%d" % n), "wb").write(bytes([i]) + case["text"].encode())
+            n += 1
+PY
+
+THIRD=$(( (SECONDS_TO_RUN + 2) / 3 ))
+echo "== safetensors_fuzz ($THIRD s)"
+"$OUT/safetensors_fuzz" "$OUT/corpus" -max_total_time="$THIRD" -max_len=4096 \
   -artifact_prefix="$OUT/artifacts/" -print_final_stats=1
-echo "== sparse_weight_fuzz ($HALF s)"
-"$OUT/sparse_weight_fuzz" "$OUT/sparse_corpus" -max_total_time="$HALF" -max_len=131072 \
+echo "== sparse_weight_fuzz ($THIRD s)"
+"$OUT/sparse_weight_fuzz" "$OUT/sparse_corpus" -max_total_time="$THIRD" -max_len=131072 \
+  -artifact_prefix="$OUT/artifacts/" -print_final_stats=1
+echo "== tokenizer_fuzz ($THIRD s)"
+"$OUT/tokenizer_fuzz" "$OUT/prompt_corpus" -max_total_time="$THIRD" -max_len=512 \
   -artifact_prefix="$OUT/artifacts/" -print_final_stats=1
