@@ -125,32 +125,19 @@ def emit_nfc_tables():
         index.append((cp, len(flat), len(decomp[cp])))
         flat.extend(decomp[cp])
     comp = compositions()
-
-    def block(opening, items, per_line_items):
-        lines, line = [opening], "   "
-        for item in items:
-            if len(line) + len(item) > 100:
-                lines.append(line)
-                line = "   "
-            line += item
-        if line.strip():
-            lines.append(line)
-        lines.append("};")
-        return lines
-
     out = block("const ClassRange kCombiningClasses[] = {",
-                [f" {{0x{a:X}, 0x{b:X}, {c}}}," for a, b, c in class_ranges()], 0)
+                [f" {{0x{a:X}, 0x{b:X}, {c}}}," for a, b, c in class_ranges()])
     out.append("const size_t kCombiningClassCount = "
                "sizeof(kCombiningClasses) / sizeof(kCombiningClasses[0]);")
     out.append("")
-    out += block("const char32_t kDecompositionCodePoints[] = {", [f" 0x{c:X}," for c in flat], 0)
+    out += block("const char32_t kDecompositionCodePoints[] = {", [f" 0x{c:X}," for c in flat])
     out += block("const Decomposition kDecompositions[] = {",
-                 [f" {{0x{cp:X}, {off}, {n}}}," for cp, off, n in index], 0)
+                 [f" {{0x{cp:X}, {off}, {n}}}," for cp, off, n in index])
     out.append("const size_t kDecompositionCount = "
                "sizeof(kDecompositions) / sizeof(kDecompositions[0]);")
     out.append("")
     out += block("const Composition kCompositions[] = {",
-                 [f" {{0x{a:X}, 0x{b:X}, 0x{c:X}}}," for (a, b), c in sorted(comp.items())], 0)
+                 [f" {{0x{a:X}, 0x{b:X}, 0x{c:X}}}," for (a, b), c in sorted(comp.items())])
     out.append("const size_t kCompositionCount = sizeof(kCompositions) / sizeof(kCompositions[0]);")
     return "\n".join(out), len(index), len(comp)
 
@@ -188,11 +175,10 @@ def ranges(pred):
     return out
 
 
-def emit(name, count_name, rs):
-    lines = [f"const CodeRange {name}[] = {{"]
-    line = "   "
-    for a, b in rs:
-        item = f" {{0x{a:X}, 0x{b:X}}},"
+def block(opening, items):
+    """A C++ array initializer: `opening`, the items packed into lines of at most 100 columns."""
+    lines, line = [opening], "   "
+    for item in items:
         if len(line) + len(item) > 100:
             lines.append(line)
             line = "   "
@@ -200,6 +186,11 @@ def emit(name, count_name, rs):
     if line.strip():
         lines.append(line)
     lines.append("};")
+    return lines
+
+
+def emit(name, count_name, rs):
+    lines = block(f"const CodeRange {name}[] = {{", [f" {{0x{a:X}, 0x{b:X}}}," for a, b in rs])
     lines.append(f"const size_t {count_name} = sizeof({name}) / sizeof({name}[0]);")
     return "\n".join(lines)
 
