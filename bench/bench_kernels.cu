@@ -5,6 +5,7 @@
 
 #include "bench/timing.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/stream_read.cuh"
 
 namespace sparrow::bench {
 
@@ -23,25 +24,13 @@ __global__ void fill_pattern_kernel(uint32_t* p, size_t n) {
   }
 }
 
-// Each thread keeps kUnroll independent 16-byte loads in flight; the XOR of everything it read
-// is compared with a value it cannot have, so the compiler keeps every load.
+// Each thread keeps kernels::kStreamReadUnroll independent 16-byte loads in flight; the XOR of
+// everything it read is compared with a value it cannot have, so the compiler keeps every load.
 constexpr int kReadThreads = 256;
-constexpr int kUnroll = 4;
 __global__ void stream_read_kernel(const uint4* __restrict__ p, size_t n, uint32_t* sink) {
-  uint32_t acc = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcs(p + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n; i += stride) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
+  const uint32_t acc = kernels::stream_read_xor(
+      p, 0, n, blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride);
   if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 

@@ -8,6 +8,7 @@
 #include "core/cuda_check.hpp"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/element.cuh"
+#include "kernels/stream_read.cuh"
 #include "engine/gpu_ops.hpp"
 
 namespace sparrow::engine::gpu {
@@ -116,30 +117,25 @@ __global__ void swiglu_kernel(T* out, const T* gate, const T* up, int64_t rows, 
   out[i] = from_float<T>(g / (1.0f + __expf(-g)) * to_float(up[at]));
 }
 
-// Every byte of the arrays, 16 at a time with kReadUnroll loads in flight per thread (the tail
+// Every byte of the arrays, 16 at a time with kernels::kStreamReadUnroll loads in flight per thread (the tail
 // of an array that is not a multiple of 16 bytes byte by byte, by the first threads); the XOR of
 // everything is compared with a value it cannot be expected to have, so no load is dropped.
 // The first `early` bytes (in array order) are read before the wait for the previous kernel, the
 // rest after it: a kernel that computes can only load as much of its weight before its input
 // is ready as it has room for on chip (all of it: `early` = SIZE_MAX).
 constexpr int kReadThreads = 256;
-constexpr int kReadUnroll = 4;
 
-// XOR of p[i] for i in [begin, end) that this thread owns (grid-stride from begin + first).
-__device__ __forceinline__ uint32_t read_range(const uint4* __restrict__ p, size_t begin,
-                                               size_t end, size_t first, size_t stride) {
+// XOR of the words [split[j], end) of every array (what is left after the wait), and of each
+// array's last bytes when its size is not a multiple of 16 (one byte per thread).
+__device__ __forceinline__ uint32_t read_after_split(const ReadArrays& a, const size_t* split,
+                                                     size_t first, size_t stride) {
   uint32_t acc = 0;
-  size_t i = begin + first;
-  for (; i + (kReadUnroll - 1) * stride < end; i += kReadUnroll * stride) {
-    uint4 v[kReadUnroll];
-#pragma unroll
-    for (int u = 0; u < kReadUnroll; ++u) v[u] = __ldcs(p + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < kReadUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < end; i += stride) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  for (int j = 0; j < a.count; ++j) {
+    const size_t n = a.bytes[j] / 16;
+    acc ^= kernels::stream_read_xor(static_cast<const uint4*>(a.data[j]), split[j], n, first,
+                                    stride);
+    const size_t tail = a.bytes[j] % 16;
+    if (first < tail) acc ^= static_cast<const uint8_t*>(a.data[j])[n * 16 + first];
   }
   return acc;
 }
@@ -154,15 +150,11 @@ __global__ void read_arrays_kernel(ReadArrays a, size_t early, uint32_t* sink) {
   for (int j = 0; j < a.count; ++j) {
     split[j] = min(budget, a.bytes[j] / 16);
     budget -= split[j];
-    acc ^= read_range(static_cast<const uint4*>(a.data[j]), 0, split[j], first, stride);
+    acc ^= kernels::stream_read_xor(static_cast<const uint4*>(a.data[j]), 0, split[j], first,
+                                    stride);
   }
   kernels::wait_for_previous();  // keeps the chain's order transitive
-  for (int j = 0; j < a.count; ++j) {
-    const size_t n = a.bytes[j] / 16;
-    acc ^= read_range(static_cast<const uint4*>(a.data[j]), split[j], n, first, stride);
-    const size_t tail = a.bytes[j] % 16;
-    if (first < tail) acc ^= static_cast<const uint8_t*>(a.data[j])[n * 16 + first];
-  }
+  acc ^= read_after_split(a, split, first, stride);
   if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
@@ -200,12 +192,7 @@ __global__ void read_arrays_smem_kernel(ReadArrays a, size_t early, uint32_t* si
   }
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  for (int j = 0; j < a.count; ++j) {
-    const size_t n = a.bytes[j] / 16;
-    acc ^= read_range(static_cast<const uint4*>(a.data[j]), split[j], n, first, stride);
-    const size_t tail = a.bytes[j] % 16;
-    if (first < tail) acc ^= static_cast<const uint8_t*>(a.data[j])[n * 16 + first];
-  }
+  acc ^= read_after_split(a, split, first, stride);
   if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
