@@ -59,10 +59,17 @@ enum class EngineMatmul { qkv, o, gate_up, down };
 // qkv), or nullopt for any other tensor.
 std::optional<EngineMatmul> engine_matmul_of(const std::string& tensor_name);
 
-// The format for the layers of engine matmul `m` (stacked shape rows x cols, their density) that
-// decodes fastest at N tokens: pick_format as the engine calls that matmul.
-FormatPick pick_engine_format(EngineMatmul m, double density, int64_t n, int64_t rows,
-                              int64_t cols, bool allow_nm = false);
+// The layers one engine matmul stacks (q, k, v; or gate, up; or o or down alone): add each, then
+// pick the format that decodes them fastest at N tokens, pick_format as the engine calls that
+// matmul (the stacked shape: the layers' rows added up; their density weighted by size).
+struct EngineMatmulLayers {
+  EngineMatmul matmul = EngineMatmul::o;
+  int64_t rows = 0, cols = 0;
+  double nonzeros = 0, elements = 0;
+
+  void add(int64_t layer_rows, int64_t layer_cols, double density);
+  FormatPick pick(int64_t n, bool allow_nm = false) const;
+};
 
 // The GPU and date the shipped table was measured on.
 const char* rule_table_gpu();

@@ -233,10 +233,18 @@ std::optional<EngineMatmul> engine_matmul_of(const std::string& name) {
   return std::nullopt;
 }
 
-FormatPick pick_engine_format(EngineMatmul m, double density, int64_t n, int64_t rows,
-                              int64_t cols, bool allow_nm) {
-  const bool normed = m == EngineMatmul::qkv || m == EngineMatmul::gate_up;
-  return pick_format(density, n, allow_nm, rows, cols, normed, /*dependent_launch=*/true);
+void EngineMatmulLayers::add(int64_t layer_rows, int64_t layer_cols, double density) {
+  const double e = double(layer_rows) * double(layer_cols);
+  rows += layer_rows;
+  cols = layer_cols;
+  nonzeros += density * e;
+  elements += e;
+}
+
+FormatPick EngineMatmulLayers::pick(int64_t n, bool allow_nm) const {
+  const bool normed = matmul == EngineMatmul::qkv || matmul == EngineMatmul::gate_up;
+  return pick_format(elements > 0 ? nonzeros / elements : 1.0, n, allow_nm, rows, cols, normed,
+                     /*dependent_launch=*/true);
 }
 
 ScopedRuleTable::ScopedRuleTable(const RuleCell* cells, size_t count) {

@@ -81,22 +81,14 @@ Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
     return out;
   }
   if (format == "fastest") {
-    double nnz[4] = {}, elems[4] = {};
-    int64_t rows[4] = {}, cols[4] = {};
+    EngineMatmulLayers groups[4];
     for (int i = 0; i < 7; ++i) {
       const auto [r, k] = role_shape(c, i);
-      const int g = int(kMatmulOf[i]);
-      nnz[g] += density[size_t(i)] * double(r) * double(k);
-      elems[g] += double(r) * double(k);
-      rows[g] += r;
-      cols[g] = k;
+      EngineMatmulLayers& g = groups[int(kMatmulOf[i])];
+      g.matmul = kMatmulOf[i];
+      g.add(r, k, density[size_t(i)]);
     }
-    Format picked[4];
-    for (int g = 0; g < 4; ++g) {
-      picked[g] =
-          pick_engine_format(EngineMatmul(g), nnz[g] / elems[g], pick_n, rows[g], cols[g]).format;
-    }
-    for (int i = 0; i < 7; ++i) out[size_t(i)] = picked[int(kMatmulOf[i])];
+    for (int i = 0; i < 7; ++i) out[size_t(i)] = groups[int(kMatmulOf[i])].pick(pick_n).format;
     return out;
   }
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));

@@ -165,16 +165,13 @@ Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
                                    const std::function<double(const std::string&)>& target_of,
                                    int64_t batch, bool allow_nm) {
   struct Group {
-    EngineMatmul matmul = EngineMatmul::o;
-    int64_t rows = 0, cols = 0;
-    double nnz = 0, elems = 0;
+    EngineMatmulLayers layers;
     std::vector<std::string> members;
   };
   std::map<std::string, Group> groups;
   FastestPicks picks;
   for (const std::string& name : candidates) {
     SPARROW_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, mw.shape(name));
-    const double elems = double(shape[0]) * double(shape[1]);
     const double density = 1.0 - target_of(name);
     const std::optional<EngineMatmul> m = engine_matmul_of(name);
     if (!m) {
@@ -185,16 +182,12 @@ Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
     size_t cut = name.rfind(".self_attn.");
     if (cut == std::string::npos) cut = name.rfind(".mlp.");
     Group& g = groups[name.substr(0, cut) + "#" + std::to_string(int(*m))];
-    g.matmul = *m;
-    g.rows += shape[0];
-    g.cols = shape[1];
-    g.nnz += density * elems;
-    g.elems += elems;
+    g.layers.matmul = *m;
+    g.layers.add(shape[0], shape[1], density);
     g.members.push_back(name);
   }
   for (const auto& [key, g] : groups) {
-    const FormatPick pick =
-        pick_engine_format(g.matmul, g.nnz / g.elems, batch, g.rows, g.cols, allow_nm);
+    const FormatPick pick = g.layers.pick(batch, allow_nm);
     for (const std::string& name : g.members) picks[name] = pick;
   }
   return picks;

@@ -348,13 +348,28 @@ TEST(Dispatch, EngineMatmulOfTensorNamesAndItsPick) {
                    {EngineMatmul::gate_up, 22016, 4096, true},
                    {EngineMatmul::down, 4096, 11008, false}};
       for (const auto& c : cases) {
-        const FormatPick got = pick_engine_format(c.m, d, n, c.rows, c.cols);
+        // The stacked layers in two parts (a quarter and three quarters of the rows).
+        EngineMatmulLayers layers;
+        layers.matmul = c.m;
+        layers.add(c.rows / 4, c.cols, d);
+        layers.add(c.rows - c.rows / 4, c.cols, d);
+        EXPECT_EQ(layers.rows, c.rows);
+        const FormatPick got = layers.pick(n);
         const FormatPick want = pick_format(d, n, false, c.rows, c.cols, c.normed, true);
         EXPECT_EQ(got.format, want.format);
         EXPECT_EQ(got.kernel, want.kernel);
       }
     }
   }
+  // Densities weigh by size: 4096 rows at 0.1 and 12288 at 0.5 stack to 0.4.
+  EngineMatmulLayers qkv;
+  qkv.matmul = EngineMatmul::qkv;
+  qkv.add(4096, 4096, 0.1);
+  qkv.add(12288, 4096, 0.5);
+  EXPECT_EQ(qkv.rows, 16384);
+  EXPECT_EQ(qkv.cols, 4096);
+  EXPECT_DOUBLE_EQ(qkv.nonzeros / qkv.elements, 0.4);
+  EXPECT_EQ(qkv.pick(8).kernel, pick_format(0.4, 8, false, 16384, 4096, true, true).kernel);
 }
 
 // Cells measured with dependent launches (make_rule_table.py: a `sparrow bench --dependent-launch`
