@@ -72,6 +72,7 @@ const Cell kCells[] = {
 struct CellRun {
   const Cell* first = nullptr;
   const Cell* last = nullptr;  // one past the end
+  bool any_dependent = false;  // a cell measured with dependent launches is among them
   const Cell* begin() const { return first; }
   const Cell* end() const { return last; }
 };
@@ -82,6 +83,7 @@ CellRuns runs_of(const Cell* cells, size_t count) {
     CellRun& run = r[size_t(c->format)];
     if (run.first == nullptr) run.first = c;
     run.last = c + 1;
+    run.any_dependent = run.any_dependent || c->dependent;
   }
   return r;
 }
@@ -181,7 +183,7 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
 const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
                       const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
                       bool dependent_launch) {
-  if (dependent_launch) {
+  if (dependent_launch && cells_of(f).any_dependent) {  // (matmul asks on every launch)
     if (const Cell* c = best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only,
                                      input_rms, true, /*from_dependent=*/true))
       return c;
@@ -334,7 +336,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
   // (a dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS).
   double bar = 1.0;
   std::string bar_name = "cuBLAS";
-  if (dependent_launch) {
+  if (dependent_launch && cells_of(Format::dense).any_dependent) {
     if (const Cell* d = best_cell_of(Format::dense, 0.0, n, rows, cols, nullptr, 0, false,
                                      input_rms, true, /*from_dependent=*/true);
         d != nullptr && d->speedup > bar) {
