@@ -9,20 +9,25 @@ weight near a measured shape (rule_table.cpp says how near) takes that shape's c
 weight the medians. Only rows with status ok are used.
 
 usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...]
-           [--leave-out-dependent KERNEL:NMAX:REASON ...] FILE.csv [FILE.csv ...]
+           [--leave-out-dependent KERNEL:NMAX:REASON ...] [--dependent-up-to NMAX:REASON]
+           FILE.csv [FILE.csv ...]
        (later files win per cell)
 
 --leave-out drops KERNEL's cells at N <= NMAX, so the dispatcher never picks it there, and writes
 the reason into the generated file: for a choice the kernel benchmark makes but a measured client
 (the engine) contradicts. --leave-out-dependent marks those plain-launch cells plain-launch only
 (a trailing `true`): a dependent launch (MatmulOptions::dependent_launch, the engine's) skips
-them, a plain launch (what those runs measured) keeps them.
+them, a plain launch (what those runs measured) keeps them; the same kernel's cells from a
+dependent-launch run (below) at N <= NMAX are dropped, so a dependent launch never picks it there.
 
 A file whose header says `# dependent launch: on` (`sparrow bench --dependent-launch`) gives
 cells of their own, marked `false, true`: dependent launches read them first where they cover
 the query (rule_table.cpp), plain launches never. Such a run should time every kernel of the
 formats it covers (`--formats best`), since a dependent launch then chooses among those alone,
 and dense.gemv, whose cells become the bar a sparse format must beat on a dependent launch.
+--dependent-up-to keeps such cells only at N <= NMAX and has them answer dependent launches of
+N <= NMAX only (SPARROW_RULE_TABLE_DEPENDENT_MAX_N); above it dependent launches read the
+plain-launch cells, as before those runs: for where the engine contradicted them.
 """
 import statistics
 import sys
@@ -36,9 +41,13 @@ def main() -> int:
         return 2
     out_path, args = sys.argv[1], sys.argv[2:]
     leave_out, plain_only, paths = [], [], []
+    dependent_up_to = None  # (NMAX, REASON)
     while args:
         a = args.pop(0)
-        if a in ("--leave-out", "--leave-out-dependent"):
+        if a == "--dependent-up-to":
+            nmax, reason = args.pop(0).split(":", 1)
+            dependent_up_to = (int(nmax), reason)
+        elif a in ("--leave-out", "--leave-out-dependent"):
             kernel, nmax, reason = args.pop(0).split(":", 2)
             (leave_out if a == "--leave-out" else plain_only).append((kernel, int(nmax), reason))
         else:
@@ -70,6 +79,10 @@ def main() -> int:
         cells.update(file_cells)
     for kernel, nmax, _ in leave_out:
         cells = {k: v for k, v in cells.items() if not (k[1] == kernel and k[2] <= nmax)}
+    if dependent_up_to:
+        cells = {k: v for k, v in cells.items() if not (k[6] and k[2] > dependent_up_to[0])}
+    for kernel, nmax, _ in plain_only:  # a dependent launch never picks it: no dependent cells
+        cells = {k: v for k, v in cells.items() if not (k[6] and k[1] == kernel and k[2] <= nmax)}
     # Per shape: the median of that shape's rows; over shapes: the median of the shapes' values.
     shaped = {k: statistics.median(v) for k, v in cells.items()}
     over = {}
@@ -82,8 +95,13 @@ def main() -> int:
         for kernel, nmax, reason in leave_out:
             out.write("// Left out: %s at N <= %d: %s\n" % (kernel, nmax, reason))
         for kernel, nmax, reason in plain_only:
-            out.write("// Left out on a dependent launch (cells marked true): %s at N <= %d: %s\n"
+            out.write("// Left out on a dependent launch (plain-launch cells marked true, no dependent"
+                      " cells): %s at N <= %d: %s\n"
                       % (kernel, nmax, reason))
+        if dependent_up_to:
+            out.write("// Dependent-launch cells answer N <= %d only (above: the plain-launch cells): %s\n"
+                      % dependent_up_to)
+            out.write("#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N %d\n" % dependent_up_to[0])
         out.write('#define SPARROW_RULE_TABLE_GPU "%s"\n' % gpu)
         out.write('#define SPARROW_RULE_TABLE_DATE "%s"\n' % ",".join(sorted(dates)))
         rows = [(k, v, 1) for k, v in shaped.items()]

@@ -19,6 +19,13 @@ SOURCES=(
   $R/2026-11-25-h100-s21-c2-swap-new1.csv
   $R/2026-11-25-h100-s21-c2-bench-best.csv
   $R/2026-11-25-h100-s23-c5-best-n234.csv
+  # --dependent-launch --formats dense,macko,tca_bme, N = 1..32, the 7B engine's stacked shapes
+  $R/2026-11-26-h100-s30-c2-dl-4096x4096.csv
+  $R/2026-11-26-h100-s30-c1-dl-12288x4096.csv
+  $R/2026-11-26-h100-s30-c2-dl-4096x11008.csv
+  $R/2026-11-26-h100-s30-c1-dl-22016x4096.csv
+  $R/2026-11-26-h100-s30-c1-dl-11008x4096.csv
+  $R/2026-11-26-h100-s30-c1-dl-28672x8192.csv
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
@@ -32,7 +39,16 @@ down_proj of the 7B; 0.94-0.98x the time), but the 7B engine at batch 32 ran 454
 t/s with it there against 4601 / 4886 / 5431 with tca_bme.mma at 50 / 70 / 90 % (H100, session \
 21); at N <= 8 it takes no input_rms and was never measured in the engine, where tca_bme.decode \
 runs"
+DEP2="the 7B engine (H100, session 30, -p 512 -n 32 tg32, the same machine per pair) agreed with \
+these cells at batch 1 (o_proj tca_bme.decode: 254.1 -> 259.1 t/s at 50 %, 350.7 -> 356.9 at \
+70 %) and 2 (o / down tca_bme.decode at 70 %: 476.7 -> 550.0; gate_up too at 50 %: 431.9 -> \
+427.2), not above: at batch 4 their 50 % picks ran 784.1 against 801.6, at batch 8 (tca_bme.decode \
+on qkv / gate_up / down) 1477.8 against dense 1531.7 where the bench put tca_bme.decode 1.03-1.19x \
+ahead of dense.gemv, at batch 32 (tca_bme.mma on qkv / gate_up at 90 %) 4814.8 against dense \
+5120.7 where the bench put it 1.04-1.12x ahead of cuBLAS; with the norm not folded (c4) the \
+batch-8 and batch-32 losses stayed"
 python3 scripts/make_rule_table.py src/dispatch/rule_table_data.inc \
+  --dependent-up-to "2:$DEP2" \
   --leave-out-dependent "tca_bme.mma:8:$MMA8" \
   --leave-out "tca_bme.wgmma:32:$WGMMA32" \
   --leave-out "tca_bme.wgmma_smem:8:as tca_bme.wgmma at N <= 8" \

@@ -27,11 +27,12 @@ struct RuleCell {
 
 // Tests only: while an object lives, every lookup (pick_kernel, pick_format, matmul's choice)
 // reads `cells` instead of the shipped table. `cells` must outlive it and hold each format's cells
-// in one run, as make_rule_table.py writes them. Not thread-safe: no lookup may run while one is
-// made or destroyed.
+// in one run, as make_rule_table.py writes them. Its dependent-launch cells answer dependent
+// launches of N up to dependent_max_n (the shipped table's --dependent-up-to). Not thread-safe: no
+// lookup may run while one is made or destroyed.
 class ScopedRuleTable {
  public:
-  ScopedRuleTable(const RuleCell* cells, size_t count);
+  ScopedRuleTable(const RuleCell* cells, size_t count, int64_t dependent_max_n = INT64_MAX);
   ~ScopedRuleTable();
   ScopedRuleTable(const ScopedRuleTable&) = delete;
   ScopedRuleTable& operator=(const ScopedRuleTable&) = delete;

@@ -65,6 +65,13 @@ double shape_distance(const Cell& c, int64_t rows, int64_t cols) {
 const Cell kCells[] = {
 #include "dispatch/rule_table_data.inc"
 };
+// The largest N whose dependent launches read the dependent-launch cells (scripts/rule-table.sh's
+// --dependent-up-to, where the engine contradicted them above it); larger N read the plain-launch
+// cells. Without the limit a cell answers N within 2x of its own, so dropping the cells above the
+// limit alone would not do.
+#ifndef SPARROW_RULE_TABLE_DEPENDENT_MAX_N
+#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N INT64_MAX
+#endif
 
 // One format's cells: make_rule_table.py writes the table sorted by format, so they are one run of
 // kCells, and a lookup scans that run only (the whole table cost matmul ~3 us per call on a 2-core
@@ -73,11 +80,12 @@ struct CellRun {
   const Cell* first = nullptr;
   const Cell* last = nullptr;  // one past the end
   bool any_dependent = false;  // a cell measured with dependent launches is among them
+  int64_t dependent_max_n = SPARROW_RULE_TABLE_DEPENDENT_MAX_N;  // they answer N up to this
   const Cell* begin() const { return first; }
   const Cell* end() const { return last; }
 };
 using CellRuns = std::array<CellRun, std::size(kAllFormats)>;
-CellRuns runs_of(const Cell* cells, size_t count) {
+CellRuns runs_of(const Cell* cells, size_t count, int64_t dependent_max_n) {
   CellRuns r{};
   for (const Cell* c = cells; c != cells + count; ++c) {
     CellRun& run = r[size_t(c->format)];
@@ -85,11 +93,13 @@ CellRuns runs_of(const Cell* cells, size_t count) {
     run.last = c + 1;
     run.any_dependent = run.any_dependent || c->dependent;
   }
+  for (CellRun& run : r) run.dependent_max_n = dependent_max_n;
   return r;
 }
 const CellRuns* g_test_runs = nullptr;  // ScopedRuleTable's table, while one lives
 const CellRun& cells_of(Format f) {
-  static const CellRuns shipped = runs_of(kCells, std::size(kCells));
+  static const CellRuns shipped =
+      runs_of(kCells, std::size(kCells), SPARROW_RULE_TABLE_DEPENDENT_MAX_N);
   return (g_test_runs ? *g_test_runs : shipped)[size_t(f)];
 }
 
@@ -177,13 +187,19 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   return best || shape_only ? best : fastest(0, 0);
 }
 
+// Whether a launch of format f at N searches the cells measured with dependent launches first.
+bool reads_dependent_cells(Format f, int64_t n, bool dependent_launch) {
+  const CellRun& run = cells_of(f);
+  return dependent_launch && run.any_dependent && n <= run.dependent_max_n;
+}
+
 // A dependent launch reads the cells measured that way where they cover the query (an N within
-// 2x, a sparsity within 0.1, the shape rules above), else the plain-launch cells; a plain launch
-// reads plain-launch cells only.
+// 2x, a sparsity within 0.1, the shape rules above, N up to the table's limit), else the
+// plain-launch cells; a plain launch reads plain-launch cells only.
 const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
                       const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
                       bool dependent_launch) {
-  if (dependent_launch && cells_of(f).any_dependent) {  // (matmul asks on every launch)
+  if (reads_dependent_cells(f, n, dependent_launch)) {  // (matmul asks on every launch)
     if (const Cell* c = best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only,
                                      input_rms, true, /*from_dependent=*/true))
       return c;
@@ -249,8 +265,8 @@ FormatPick EngineMatmulLayers::pick(int64_t n, bool allow_nm) const {
                      /*dependent_launch=*/true);
 }
 
-ScopedRuleTable::ScopedRuleTable(const RuleCell* cells, size_t count) {
-  g_test_runs = new CellRuns(runs_of(cells, count));
+ScopedRuleTable::ScopedRuleTable(const RuleCell* cells, size_t count, int64_t dependent_max_n) {
+  g_test_runs = new CellRuns(runs_of(cells, count, dependent_max_n));
 }
 ScopedRuleTable::~ScopedRuleTable() {
   delete g_test_runs;
@@ -336,7 +352,7 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
   // (a dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS).
   double bar = 1.0;
   std::string bar_name = "cuBLAS";
-  if (dependent_launch && cells_of(Format::dense).any_dependent) {
+  if (reads_dependent_cells(Format::dense, n, dependent_launch)) {
     if (const Cell* d = best_cell_of(Format::dense, 0.0, n, rows, cols, nullptr, 0, false,
                                      input_rms, true, /*from_dependent=*/true);
         d != nullptr && d->speedup > bar) {

@@ -417,6 +417,49 @@ TEST(Dispatch, DependentLaunchCellsAnswerDependentLaunches) {
       << dep_o.reason;
 }
 
+// A table's dependent-launch cells answer dependent launches of N up to its limit only
+// (make_rule_table.py --dependent-up-to): above it the plain-launch cells answer, even where a
+// dependent cell lies within 2x of the query's N.
+TEST(Dispatch, DependentCellsAnswerUpToTheTablesLimit) {
+  const RuleCell cells[] = {
+      {Format::tca_bme, "tca_bme.decode", 4, 0.5, 0, 0, 1.00, 4},
+      {Format::tca_bme, "tca_bme.mma", 4, 0.5, 0, 0, 1.20, 4},
+      {Format::tca_bme, "tca_bme.decode", 4, 0.5, 0, 0, 1.10, 4, false, true},
+      {Format::tca_bme, "tca_bme.mma", 4, 0.5, 0, 0, 0.90, 4, false, true},
+  };
+  {
+    ScopedRuleTable table(cells, std::size(cells), /*dependent_max_n=*/4);
+    for (int64_t n : {2, 3, 4}) {
+      auto dep = pick_kernel(Format::tca_bme, 0.5, n, 0, 0, false, /*dependent_launch=*/true);
+      ASSERT_TRUE(dep.ok());
+      EXPECT_EQ(dep->kernel, "tca_bme.decode") << "N=" << n;
+    }
+    for (int64_t n : {5, 8}) {  // within 2x of the dependent cells, but above the limit
+      auto dep = pick_kernel(Format::tca_bme, 0.5, n, 0, 0, false, true);
+      ASSERT_TRUE(dep.ok());
+      EXPECT_EQ(dep->kernel, "tca_bme.mma") << "N=" << n;
+      EXPECT_DOUBLE_EQ(dep->measured_speedup, 1.20) << "N=" << n;
+    }
+  }
+  {
+    ScopedRuleTable table(cells, std::size(cells));  // no limit: N = 8 reads the N = 4 cells
+    auto dep = pick_kernel(Format::tca_bme, 0.5, 8, 0, 0, false, true);
+    ASSERT_TRUE(dep.ok());
+    EXPECT_EQ(dep->kernel, "tca_bme.decode");
+  }
+  // The shipped table (scripts/rule-table.sh): dependent cells up to 2 tokens, where the 7B engine
+  // agreed with them (session 30). o_proj (4096 x 4096) at 50 % and one token: tca_bme.decode,
+  // 1.29x dense.gemv with dependent launches, while plain launches keep macko's row kernel.
+  const FormatPick o_dep = pick_format(0.5, 1, false, 4096, 4096, false, true);
+  EXPECT_EQ(o_dep.format, Format::tca_bme) << o_dep.reason;
+  EXPECT_EQ(o_dep.kernel, "tca_bme.decode") << o_dep.reason;
+  EXPECT_EQ(pick_format(0.5, 1, false, 4096, 4096, false, false).kernel, "macko.warp_row");
+  // 32 tokens at 90 % on qkv (12288 x 4096): the dependent bench put tca_bme.mma 1.12x ahead of
+  // cuBLAS, the engine ran it slower than dense; above the limit the plain cells say dense.
+  const FormatPick qkv32 = pick_format(0.1, 32, false, 12288, 4096, true, true);
+  EXPECT_EQ(qkv32.format, Format::dense) << qkv32.reason;
+}
+
 // A caller that folds a norm keeps a kernel that takes input_rms unless another measured more
 // than 1.1x faster; without input_rms the fastest runs. At 8 tokens on a weight far from every
 // benchmarked shape (the medians) tca_bme.mma measured faster than tca_bme.decode by less than
