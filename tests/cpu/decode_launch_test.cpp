@@ -317,7 +317,14 @@ TEST(DecodeLaunch, MackoRowKernelTokens) {
   using macko_warp_row::row_kernel_tokens;
   const int64_t half = 4096 * 2048;  // entries of a 4096-column row at 50 %, per row
   EXPECT_EQ(row_kernel_tokens(1, 11008, 1 << 20, 11008 * 8, 132, -1), 1);  // one token: always
-  EXPECT_EQ(row_kernel_tokens(2, 4096, 4096, half, 132, -1), 4);
+  // Two tokens: their own instance (X^T of K x 2), on K up to 16384 (down_proj's 11008 too).
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 4096, half, 132, -1), 2);
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 11008, half, 132, -1), 2);
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 16384, half, 132, -1), 2);
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 16385, half, 132, -1), 0);
+  EXPECT_EQ(row_kernel_tokens(2, 4096, 4096, half, 132, 0), 0);  // the knob's persistent kernel
+  EXPECT_EQ(row_kernel_tokens(3, 4096, 4096, half, 132, -1), 4);
+  EXPECT_EQ(row_kernel_tokens(3, 4096, 11008, half, 132, -1), 0);
   EXPECT_EQ(row_kernel_tokens(4, 4096, 8192, 4096 * 4096, 132, -1), 4);
   EXPECT_EQ(row_kernel_tokens(4, 4096, 8193, half, 132, -1), 0);  // longer K: the persistent kernel
   EXPECT_EQ(row_kernel_tokens(4, 4096, 11008, half, 132, -1), 0);

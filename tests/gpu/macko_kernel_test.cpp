@@ -114,3 +114,40 @@ TEST(MackoWarpRow, SeveralRowsPerWarp) {
     }
   }
 }
+
+// Two tokens run the row kernel's own 2-token instance (X^T of K x 2 in shared memory) on K up to
+// kRowKernelTwoTokensMaxCols, twice the 3..8-token instances' limit, so K = 11008 (down_proj)
+// runs it too; one column more and the persistent kernel runs. Random and magnitude (uneven rows,
+// handed out longest first) weights, fp16 and bf16, empty rows first and last.
+TEST(MackoWarpRow, TwoTokensOnLongRows) {
+  const auto& k = test::kernel_named("macko.warp_row");
+  if (!k.run) return;
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  namespace wr = kernels::macko_warp_row;
+  struct Case {
+    int64_t rows, cols;
+    double sparsity;
+    const char* pattern;
+    DType dtype;
+    int tokens;  // row_kernel_tokens at N = 2
+  };
+  const Case cases[] = {{517, 11008, 0.5, "random", DType::fp16, 2},
+                        {301, wr::kRowKernelTwoTokensMaxCols, 0.7, "magnitude", DType::bf16, 2},
+                        {263, wr::kRowKernelTwoTokensMaxCols + 1, 0.9, "random", DType::fp16, 0}};
+  uint64_t seed = 1200;
+  for (const Case& c : cases) {
+    HostMatrix h = test::make_weight(c.dtype, c.pattern, c.rows, c.cols, c.sparsity, seed);
+    for (int64_t r : {int64_t(0), c.rows - 1})
+      for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
+    const Weight w = test::encode_or_fail(Format::macko, h);
+    const auto& mm = std::get<macko::Matrix>(w);
+    ASSERT_EQ(wr::row_kernel_tokens(2, mm.shape.rows, mm.shape.cols, mm.entries(),
+                                    dev.value().sm_count, -1),
+              c.tokens)
+        << c.rows << "x" << c.cols;
+    test::expect_all_n(k, w, {2, 3}, "macko two tokens " + std::to_string(c.rows) + "x" +
+                                         std::to_string(c.cols) + " " + c.pattern, seed + 1);
+    seed += 10;
+  }
+}

@@ -300,8 +300,8 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // which the piece's warp adds up from the deltas alone (a fifth of those steps' bytes, read by
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
-// Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 4 tokens run
-// 16-warp blocks, so one X^T copy (K * 4 * 2 bytes, at most 64 KB) serves twice the rows.
+// Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 2..8 tokens
+// run 16-warp blocks, so one X^T copy (K * NB * 2 bytes, at most 64 KB) serves twice the rows.
 template <int NB>
 struct RowKernelShape {
   static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads : 512;
@@ -801,13 +801,14 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
                      : launch_row_kernel<T, LANES, PIECES, XSMEM, NB, false>(mm, c, stream);
 }
 
-// One token: X gathered through L1 or from shared memory (one_token_shared_x); 2..4 tokens
-// (nb = 4): X^T in shared memory.
+// One token: X gathered through L1 or from shared memory (one_token_shared_x); 2, 3..4 and 5..8
+// tokens (nb = 2, 4, 8): X^T in shared memory.
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T>& c,
                                 Stream stream) {
   if (nb == 8) return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, c, stream);
   if (nb == 4) return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, c, stream);
+  if (nb == 2) return launch_row_kernel<T, LANES, PIECES, true, 2>(mm, c, stream);
   if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                          shared_x_override())) {
     return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream);
@@ -815,7 +816,8 @@ cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T
   return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, stream);
 }
 
-// The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1 or 4).
+// The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1, 2, 4
+// or 8).
 template <class T>
 Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, int nb,
                    const RowCall<T>& c, Stream stream) {
@@ -878,7 +880,7 @@ Status launch_pass(const macko::Matrix& mm, const DeviceInfo& dev, bool staged, 
   }
 }
 
-// Tokens per pass of the row kernels for N = n: 1, 4 or 8 (row_kernel_tokens); 0 when the
+// Tokens per pass of the row kernels for N = n: 1, 2, 4 or 8 (row_kernel_tokens); 0 when the
 // persistent kernel runs instead (also when an experiment knob asks for it). Only the row kernels
 // take input_rms.
 int row_kernel_pass(const macko::Matrix& mm, int64_t n, int sm_count) {
@@ -948,6 +950,7 @@ int row_kernel_tokens(int64_t n, int64_t rows, int64_t cols, int64_t entries, in
                       int requested) {
   if (n == 1) return 1;
   if (n < 1 || n > kRowKernelMaxTokens || requested == 0) return 0;
+  if (n == 2 && cols <= kRowKernelTwoTokensMaxCols) return 2;
   if (cols > kRowKernelMaxCols) return 0;
   if (n <= 4) return 4;
   const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 0;

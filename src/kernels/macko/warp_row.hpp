@@ -73,8 +73,9 @@ constexpr double kSharedXMaxDensity = 0.2;
 constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
-// Tokens per pass of the row kernels for N tokens: 1 for N = 1; 4 (X^T of K x 4 tokens in shared
-// memory) for N = 2..4 and 8 for N = 5..8 on K <= kRowKernelMaxCols; 0: the persistent kernel.
+// Tokens per pass of the row kernels for N tokens: 1 for N = 1; 2 for N = 2 on K <=
+// kRowKernelTwoTokensMaxCols; 4 (X^T of K x 4 tokens in shared memory) for N = 3..4 and 8 for
+// N = 5..8 on K <= kRowKernelMaxCols; 0: the persistent kernel.
 // Measured on the H100 (session 6, bench/NOTES-decode.md): at 2..4 tokens the row kernel took
 // 11008x4096 from 41.4 / 29.2 / 16.8 to 36.2 / 25.4 / 14.1 µs at 50 / 70 / 90 % and 28672x8192
 // from 153 / 101 / 51 to 140 / 95 / 46, but lost on 4096x11008 (36.2 -> 41.2 at 50 %). 5..8 tokens
@@ -85,6 +86,10 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 // density >= kEightTokensMinDensity. `requested` 0 keeps the persistent kernel for N > 1.
 constexpr int kRowKernelMaxTokens = 8;
 constexpr int64_t kRowKernelMaxCols = 8192;
+// Two tokens run an instance of their own (X^T of K x 2: half the shared memory and half the
+// loads, conversions and FMAs per entry of the 4-token one), so K up to twice as long fits the
+// same 64 KB X^T (down_proj's K = 11008 included).
+constexpr int64_t kRowKernelTwoTokensMaxCols = 2 * kRowKernelMaxCols;
 constexpr int64_t kEightTokensMinRowsPerSm = 64;
 constexpr double kEightTokensMinDensity = 0.25;
 int row_kernel_tokens(int64_t n, int64_t rows, int64_t cols, int64_t entries, int sm_count,
@@ -138,7 +143,7 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
 
 Status run(const Problem& p, Stream stream);
 // Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
-// (N = 1, and 2..4 on K <= kRowKernelMaxCols), not the persistent one.
+// (row_kernel_tokens > 0), not the persistent one.
 bool takes_input_rms(const Weight& w, int64_t n);
 
 }  // namespace sparrow::kernels::macko_warp_row
