@@ -26,6 +26,14 @@ SOURCES=(
   $R/2026-11-26-h100-s30-c1-dl-22016x4096.csv
   $R/2026-11-26-h100-s30-c1-dl-11008x4096.csv
   $R/2026-11-26-h100-s30-c1-dl-28672x8192.csv
+  # macko's 2-token row instance (session 30): N = 2 plain, and N = 1, 2, 4 dependent again
+  $R/2026-11-26-h100-s30-c7-best-n2.csv
+  $R/2026-11-26-h100-s30-c7-dl-4096x4096.csv
+  $R/2026-11-26-h100-s30-c7-dl-12288x4096.csv
+  $R/2026-11-26-h100-s30-c7-dl-4096x11008.csv
+  $R/2026-11-26-h100-s30-c7-dl-22016x4096.csv
+  $R/2026-11-26-h100-s30-c7-dl-11008x4096.csv
+  $R/2026-11-26-h100-s30-c7-dl-28672x8192.csv
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
@@ -42,7 +50,8 @@ runs"
 DEP2="the 7B engine (H100, session 30, -p 512 -n 32 tg32, the same machine per pair) agreed with \
 these cells at batch 1 (o_proj tca_bme.decode: 254.1 -> 259.1 t/s at 50 %, 350.7 -> 356.9 at \
 70 %) and 2 (o / down tca_bme.decode at 70 %: 476.7 -> 550.0; gate_up too at 50 %: 431.9 -> \
-427.2), not above: at batch 4 their 50 % picks ran 784.1 against 801.6, at batch 8 (tca_bme.decode \
+427.2; after macko's 2-token instance, with N = 1, 2, 4 re-run (c7), 426.7 / 553.7 / 668.4 -> \
+478.2 / 565.0 / 770.2 at 50 / 70 / 90 %, c8), not above: at batch 4 their 50 % picks ran 784.1 against 801.6, at batch 8 (tca_bme.decode \
 on qkv / gate_up / down) 1477.8 against dense 1531.7 where the bench put tca_bme.decode 1.03-1.19x \
 ahead of dense.gemv, at batch 32 (tca_bme.mma on qkv / gate_up at 90 %) 4814.8 against dense \
 5120.7 where the bench put it 1.04-1.12x ahead of cuBLAS; with the norm not folded (c4) the \
