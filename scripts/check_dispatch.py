@@ -11,7 +11,9 @@ else the medians over shapes; src/dispatch/rule_table.cpp) and reports:
     the fastest of all candidates on this shape.
 With the table generated from the same CSVs this is an in-sample check; against a run the table
 was not made from (another session's run of the same shapes) it measures how well the choices
-carry over between runs. --medians replays the lookup without shapes (every query takes the
+carry over between runs. A run made with --dependent-launch is replayed as dependent launches:
+the table's dependent-launch cells first, up to its SPARROW_RULE_TABLE_DEPENDENT_MAX_N, and
+there a sparse format must beat the fastest dense cell measured that way. --medians replays the lookup without shapes (every query takes the
 medians over shapes), as tables before session 20 did.
 
 With --measured (no table) it reads what a `--formats best` run measured instead of replaying:
@@ -33,16 +35,21 @@ MAX_ROWS_LOG2, MAX_COLS_LOG2 = 1.0, 0.5  # rule_table.cpp's kMaxRowsLog2, kMaxCo
 
 
 def load_cells(path):
-    """(format, kernel, n, sparsity, speedup, rows, cols, plain_only); rows = cols = 0: the median
-    over shapes; plain_only: a dependent launch skips the cell (rule_table.cpp's Cell)."""
-    cells = []
+    """(format, kernel, n, sparsity, speedup, rows, cols, plain_only, dependent), and the largest N
+    the dependent cells answer; rows = cols = 0: the median over shapes; plain_only: a dependent
+    launch skips the cell; dependent: measured with dependent launches, read only by them, first
+    (rule_table.cpp's Cell, SPARROW_RULE_TABLE_DEPENDENT_MAX_N)."""
+    cells, dependent_max_n = [], float("inf")
     for line in open(path):
         m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), (\d+), (\d+), ([\d.]+), (\d+)'
-                     r'(, true)?\},', line)
+                     r'(?:, (true|false))?(?:, (true|false))?\},', line)
         if m:
             cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[7]), int(m[5]), int(m[6]),
-                          m[9] is not None))
-    return cells
+                          m[9] == "true", m[10] == "true"))
+        d = re.match(r"#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N (\d+)", line)
+        if d:
+            dependent_max_n = int(d[1])
+    return cells, dependent_max_n
 
 
 def dense_kernel(n, cells=None, rows=0, cols=0, dependent=False):
@@ -125,9 +132,25 @@ def main():
         return measured(args[1:])
     medians = "--medians" in args
     args = [a for a in args if a != "--medians"]
-    all_cells = load_cells(args[0])
-    # A dependent launch skips the plain-only cells (rule_table.cpp).
-    cells_for = {False: all_cells, True: [c for c in all_cells if not c[7]]}
+    all_cells, dependent_max_n = load_cells(args[0])
+    # A plain launch reads plain cells only; a dependent launch skips the plain-only ones and reads
+    # the dependent cells first where they answer (rule_table.cpp's best_cell).
+    plain = [c for c in all_cells if not c[8]]
+    cells_for = {False: plain, True: [c for c in plain if not c[7]]}
+    dependent_cells = [c for c in all_cells if c[8]]
+
+    def pick(fmt, n, s, m, k, dep):
+        if dep and n <= dependent_max_n and any(c[0] == fmt for c in dependent_cells):
+            found = pick_kernel(dependent_cells, fmt, n, s, m, k)
+            if found[0]:
+                return found
+        return pick_kernel(cells_for[dep], fmt, n, s, m, k)
+
+    def dense_bar(n, m, k, dep):  # what a sparse format must beat (rule_table.cpp's pick_format)
+        if dep and n <= dependent_max_n:
+            _, sp = pick_kernel(dependent_cells, "dense", n, 0.0, m, k)
+            return max(sp, 1.0)
+        return 1.0
     rows = defaultdict(list)
     dependent = {}  # problem -> its run used --dependent-launch
     for r, dep in read_runs(args[1:]):
@@ -146,7 +169,7 @@ def main():
         for fmt in sorted({r["format"] for r in rs}):
             own = {r["kernel"]: float(r["us"]) for r in rs if r["format"] == fmt}
             kname = (dense_kernel(n, cells, m, k, dependent[key]) if fmt == "dense"
-                     else pick_kernel(cells, fmt, n, s, m, k)[0])
+                     else pick(fmt, n, s, m, k, dependent[key])[0])
             if kname is None or kname not in own or len(own) < 2:
                 continue
             k_total += 1
@@ -154,9 +177,9 @@ def main():
                 k_ok += 1
             else:
                 misses.append(f"kernel {key} {fmt}: picked {kname} {own[kname]:.1f} us, best {min(own, key=own.get)} {min(own.values()):.1f} us")
-        best_fmt, best_sp = "dense", 1.0
+        best_fmt, best_sp = "dense", dense_bar(n, m, k, dependent[key])
         for fmt in ("csr", "macko", "tca_bme", "tiled_csl"):
-            kname, sp = pick_kernel(cells, fmt, n, s, m, k)
+            kname, sp = pick(fmt, n, s, m, k, dependent[key])
             if kname and sp > best_sp:
                 best_fmt, best_sp, best_k = fmt, sp, kname
         chosen = dense_kernel(n, cells, m, k, dependent[key]) if best_fmt == "dense" else best_k
