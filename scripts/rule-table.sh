@@ -19,21 +19,12 @@ SOURCES=(
   $R/2026-11-25-h100-s21-c2-swap-new1.csv
   $R/2026-11-25-h100-s21-c2-bench-best.csv
   $R/2026-11-25-h100-s23-c5-best-n234.csv
-  # --dependent-launch --formats dense,macko,tca_bme, N = 1..32, the 7B engine's stacked shapes
-  $R/2026-11-26-h100-s30-c2-dl-4096x4096.csv
-  $R/2026-11-26-h100-s30-c1-dl-12288x4096.csv
-  $R/2026-11-26-h100-s30-c2-dl-4096x11008.csv
-  $R/2026-11-26-h100-s30-c1-dl-22016x4096.csv
-  $R/2026-11-26-h100-s30-c1-dl-11008x4096.csv
-  $R/2026-11-26-h100-s30-c1-dl-28672x8192.csv
+  # --dependent-launch --formats dense,macko,tca_bme, N = 1..32, one file per shape (the 7B
+  # engine's stacked shapes, 11008x4096, 28672x8192)
+  $R/2026-11-26-h100-s30-c[12]-dl-*.csv
   # macko's 2-token row instance (session 30): N = 2 plain, and N = 1, 2, 4 dependent again
   $R/2026-11-26-h100-s30-c7-best-n2.csv
-  $R/2026-11-26-h100-s30-c7-dl-4096x4096.csv
-  $R/2026-11-26-h100-s30-c7-dl-12288x4096.csv
-  $R/2026-11-26-h100-s30-c7-dl-4096x11008.csv
-  $R/2026-11-26-h100-s30-c7-dl-22016x4096.csv
-  $R/2026-11-26-h100-s30-c7-dl-11008x4096.csv
-  $R/2026-11-26-h100-s30-c7-dl-28672x8192.csv
+  $R/2026-11-26-h100-s30-c7-dl-*.csv
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
