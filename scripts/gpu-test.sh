@@ -5,7 +5,7 @@
 #                                          (default build/release; .carry/bin after scripts/carry.sh)
 #
 # Stages: GPU tests (full), compute-sanitizer memcheck (reduced filter) and racecheck (the
-# tensor-core subset), `sparrow bench` for the
+# kernels that share shared memory between warps, small shapes), `sparrow bench` for the
 # decode tables of issue 3 (random), the tensor-core and expansion table of issue 4 (N = 8..512),
 # matmul's picks at prefill N, a magnitude pass and bf16 with --formats best, then every scripts/gpu-test.d/*.sh (each gets BUILD_DIR and
 # OUT_DIR; e.g. checkpoints.sh reads sparrow's checkpoints back with Python's safetensors).
@@ -48,7 +48,7 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:EngineAttention*'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:EngineAttention*:MackoWarpRow.SmallShapesFp16:MackoWarpRow.InputRms'}
 RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
@@ -111,9 +111,11 @@ if command -v compute-sanitizer >/dev/null; then
   stage memcheck "$MEMCHECK_LIMIT" "$LOG" compute-sanitizer --tool memcheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$MEMCHECK_FILTER"
   # The tensor-core kernels share tiles between warps through shared memory: racecheck on their
-  # small subset (~60 s on the H100), on the few-token kernel (~7 s), whose warps reuse their
-  # value buffer for their sums, and on the engine's attention (~10 s: the rotated q, the new key
-  # and the warps' partial states go through shared memory).
+  # small subset, on the few-token kernel, whose warps reuse their
+  # value buffer for their sums, and on the engine's attention (the rotated q, the new key
+  # and the warps' partial states go through shared memory), and on macko's row kernels at small
+  # shapes (X or X^T copied into shared memory by the block, the input_rms sums). Session
+  # 31: 43 s for the whole filter.
   stage racecheck "$RACECHECK_LIMIT" "$LOG" compute-sanitizer --tool racecheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$RACECHECK_FILTER"
 else
