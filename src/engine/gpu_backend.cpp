@@ -15,6 +15,7 @@
 #include "core/cuda_check.hpp"
 #include "engine/gpu_ops.hpp"
 #include "engine/role_overrides.hpp"
+#include "engine/step_stamps.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
@@ -107,6 +108,16 @@ bool fold_norm_requested() {
   return v;
 }
 
+// SPARROW_ENGINE_STAMPS=1: time each op of the decode step in the engine's chain (step_stamps.hpp;
+// experiment knob, read once).
+bool stamps_requested() {
+  static const bool v = [] {
+    const char* e = std::getenv("SPARROW_ENGINE_STAMPS");
+    return e && std::string(e) == "1";
+  }();
+  return v;
+}
+
 // Whether the norm before weights of this format is folded into them (scale_columns).
 bool foldable(Format f) { return fold_norm_requested() && can_scale_columns(f); }
 
@@ -134,6 +145,8 @@ class GpuBackend final : public Backend {
     rows_ = int64_t(max_batch_) * std::max<int64_t>(1, budget / opt.max_batch);
   }
   ~GpuBackend() override {
+    for (const auto& [b, st] : stamps_by_batch_)
+      std::fputs(st.report("batch " + std::to_string(b)).c_str(), stderr);
     for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
     if (pinned_) cudaFreeHost(pinned_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -299,6 +312,10 @@ class GpuBackend final : public Backend {
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(pos_, DeviceArray::alloc(sizeof(int32_t)));
+    if (stamps_requested()) {  // a stamp per op: at most 9 per layer, embed, lm_head, argmax
+      stamp_capacity_ = int(10 * layers_.size() + 8);
+      SPARROW_ASSIGN_OR_RETURN(stamps_, DeviceArray::alloc(size_t(stamp_capacity_) * 8));
+    }
     // Pinned staging: position, then tokens.
     SPARROW_CUDA_RETURN_IF_ERROR(
         cudaMallocHost(&pinned_, sizeof(int32_t) * size_t(rows_ + 1 + max_batch_)));
@@ -368,6 +385,7 @@ class GpuBackend final : public Backend {
                                                  cudaMemcpyDeviceToHost, stream_));
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     std::memcpy(next.data(), out, size_t(batch) * sizeof(int32_t));
+    if (count == 1 && stamp_capacity_ > 0) SPARROW_RETURN_IF_ERROR(record_stamps(batch));
     // The device argmax finds no largest logit when all are NaN and returns an id past the
     // vocabulary: say what happened instead of handing that id to the next step.
     for (int b = 0; b < batch; ++b) {
@@ -475,6 +493,21 @@ class GpuBackend final : public Backend {
 
   // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
   // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
+  // The stamp after op `name` of a decode step (SPARROW_ENGINE_STAMPS); nothing otherwise.
+  Status mark(const char* name) {
+    if (!stamping_) return {};
+    const int i = stamping_->add(name, stamp_capacity_);
+    return i < 0 ? Status{} : gpu::stamp(stamps_.get<uint64_t>(), i, stream_);
+  }
+  Status record_stamps(int batch) {
+    StepStamps& st = stamps_by_batch_[batch];
+    std::vector<uint64_t> t(size_t(st.count()));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemcpy(t.data(), stamps_.get(), t.size() * 8,
+                                            cudaMemcpyDeviceToHost));
+    st.record(t);
+    return {};
+  }
+
   Status run_pass(int batch, int64_t c, bool all_logits, bool greedy) {
     const LlamaConfig& cfg = model_->config;
     const int64_t R = int64_t(batch) * c;
@@ -485,8 +518,12 @@ class GpuBackend final : public Backend {
     // 4096 context, fixed ranges of 128 keys leave 27 of 32 splits empty.
     const int64_t split_len = decode ? 0 : split_len_prefill_;
     const int64_t n_splits = decode ? splits_decode_ : splits_prefill_;
+    stamping_ = stamp_capacity_ > 0 && decode ? &stamps_by_batch_[batch] : nullptr;
+    if (stamping_) stamping_->begin_step();
+    SPARROW_RETURN_IF_ERROR(mark("start"));
     SPARROW_RETURN_IF_ERROR(
         gpu::embed(tokens_.get<int32_t>(), embed_.get(), x_.get(), R, cfg.hidden, dt_, stream_));
+    SPARROW_RETURN_IF_ERROR(mark("embed"));
     for (size_t li = 0; li < layers_.size(); ++li) {
       const DeviceLayer& L = layers_[li];
       SPARROW_ASSIGN_OR_RETURN(
@@ -504,6 +541,7 @@ class GpuBackend final : public Backend {
       if (fused_) {  // one matmul; q, k, v are column blocks of its rows
         SPARROW_RETURN_IF_ERROR(
             layer_matmul(LayerRole::qkv, view(qkv_, R, qkv_cols_), L.qkv, h, qo));
+        SPARROW_RETURN_IF_ERROR(mark("qkv"));
         const size_t es = dtype_size(dt_);
         q = qkv_.get();
         k = static_cast<char*>(q) + size_t(cfg.q_dim()) * es;
@@ -513,6 +551,7 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::q, view(q_, R, cfg.q_dim()), L.q, h, qo));
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::k, view(k_, R, cfg.kv_dim()), L.k, h, ko));
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::v, view(v_, R, cfg.kv_dim()), L.v, h, vo));
+        SPARROW_RETURN_IF_ERROR(mark("q,k,v"));
       }
       // Decode: rotation and cache append happen inside attention (one kernel fewer per layer);
       // prefill blocks attend to keys of other rows of the pass, so they are appended first.
@@ -523,17 +562,20 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(gpu::rope_and_cache(q, k, v, k_cache_[li].get(),
                                                     v_cache_[li].get(), inv_freq_.get<float>(),
                                                     qkv_rows, shape_, dt_, stream_));
+        SPARROW_RETURN_IF_ERROR(mark("rope"));
       }
       if (!overrides_.skip_attention) {  // SPARROW_ENGINE_SKIP=attention (role_overrides.hpp)
         SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
                                                attn_.get(), partials_.get<float>(), qkv_rows,
                                                shape_, split_len, n_splits, dt_, stream_,
                                                fold ? &rope : nullptr));
+        SPARROW_RETURN_IF_ERROR(mark("attention"));
       }
       MatmulOptions residual = with_scratch();
       residual.accumulate = true;  // x += attn * Wo^T
       SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::o, view(x_, R, cfg.hidden), L.o,
                                            view(attn_, R, cfg.q_dim()), residual));
+      SPARROW_RETURN_IF_ERROR(mark("o"));
       SPARROW_ASSIGN_OR_RETURN(
           const NormedInput mlp_in,
           normed(x_.get(), L.mlp_norm, L.mlp_folded ? &L.gate_up : nullptr, LayerRole::gate_up,
@@ -543,25 +585,30 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate_up,
                                              view(gate_up_, R, 2 * cfg.intermediate), L.gate_up,
                                              hm, mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(mark("gate_up"));
         const void* up = static_cast<const char*>(gate_up_.get()) +
                          size_t(cfg.intermediate) * dtype_size(dt_);
         if (!overrides_.skip_swiglu) {  // SPARROW_ENGINE_SKIP=swiglu (role_overrides.hpp)
           SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_up_.get(), up, R,
                                               cfg.intermediate, 2 * cfg.intermediate, dt_,
                                               stream_));
+          SPARROW_RETURN_IF_ERROR(mark("swiglu"));
         }
       } else {
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate, view(gate_, R, cfg.intermediate),
                                              L.gate, hm, mlp_in.options(with_scratch())));
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::up, view(up_, R, cfg.intermediate), L.up,
                                              hm, mlp_in.options(with_scratch())));
+        SPARROW_RETURN_IF_ERROR(mark("gate,up"));
         if (!overrides_.skip_swiglu) {
           SPARROW_RETURN_IF_ERROR(gpu::swiglu(gate_.get(), gate_.get(), up_.get(), R,
                                               cfg.intermediate, cfg.intermediate, dt_, stream_));
+          SPARROW_RETURN_IF_ERROR(mark("swiglu"));
         }
       }
       SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::down, view(x_, R, cfg.hidden), L.down,
                                            view(gate_, R, cfg.intermediate), residual));
+      SPARROW_RETURN_IF_ERROR(mark("down"));
     }
     int64_t out_rows = R;
     const DeviceArray* src = &x_;
@@ -578,10 +625,13 @@ class GpuBackend final : public Backend {
     SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::lm_head, view(logits_, out_rows, cfg.vocab),
                                          lm_head_, view_of(head_in.data, out_rows, cfg.hidden),
                                          head_in.options(with_scratch())));
+    SPARROW_RETURN_IF_ERROR(mark("lm_head"));
     if (greedy) {
       SPARROW_RETURN_IF_ERROR(
           gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
+      SPARROW_RETURN_IF_ERROR(mark("argmax"));
     }
+    stamping_ = nullptr;
     return {};
   }
 
@@ -659,6 +709,12 @@ class GpuBackend final : public Backend {
     return o;
   }
   std::map<int, cudaGraphExec_t> graphs_;
+  // SPARROW_ENGINE_STAMPS: a slot per stamp of a decode step, the names and intervals per batch
+  // size, and the step being built (null outside decode passes).
+  DeviceArray stamps_;
+  int stamp_capacity_ = 0;
+  std::map<int, StepStamps> stamps_by_batch_;
+  StepStamps* stamping_ = nullptr;
   bool graphs_enabled_ = true;
   const RoleOverrides overrides_;  // SPARROW_ENGINE_KERNELS / SKIP (experiments)
 };

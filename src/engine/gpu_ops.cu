@@ -140,6 +140,17 @@ __device__ __forceinline__ uint32_t read_after_split(const ReadArrays& a, const 
   return acc;
 }
 
+// SPARROW_ENGINE_STAMPS (step_stamps.hpp): the time the previous kernel finished, in ns of
+// %globaltimer, into slots[index]. The next kernel may launch at once.
+__global__ void stamp_kernel(uint64_t* slots, int index) {
+  kernels::begin_dependent();
+  if (threadIdx.x == 0) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    slots[index] = t;
+  }
+}
+
 __global__ void read_arrays_kernel(ReadArrays a, size_t early, uint32_t* sink) {
   kernels::let_next_launch();
   uint32_t acc = 0;
@@ -749,6 +760,13 @@ Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t
                       static_cast<const T*>(up), rows, cols, ld),
         "swiglu launch");
   });
+}
+
+Status stamp(uint64_t* slots, int index, Stream stream) {
+  if (!slots || index < 0) return invalid_argument("stamp: no slot");
+  return cuda_status(launch_kernel(kDependent, stamp_kernel, dim3(1), dim3(32), 0, stream, slots,
+                                   index),
+                     "stamp launch");
 }
 
 Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,

@@ -71,6 +71,10 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
 Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
               DType t, Stream stream);
 
+// slots[index] = %globaltimer (ns) once the previous kernel on `stream` has finished (dependent
+// launch: the next kernel may start early). SPARROW_ENGINE_STAMPS, step_stamps.hpp.
+Status stamp(uint64_t* slots, int index, Stream stream);
+
 // dst[b, :] = src[b * count + count - 1, :] (the last row of each sequence).
 Status gather_last_rows(const void* src, void* dst, int64_t batch, int64_t count, int64_t cols,
                         DType t, Stream stream);
