@@ -5,6 +5,8 @@
 #include <array>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "core/parallel.hpp"
@@ -65,6 +67,42 @@ std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
   return {shapes[which][0], shapes[which][1]};
 }
 
+// "qkv=F,o=F,gate_up=F,down=F": a format per engine matmul, each of the four named once (a
+// format list the CLI takes to apply what SPARROW_ENGINE_STAMPS measured per matmul). Null
+// when `format` is not a list (no '='); otherwise the formats or an invalid_argument that names
+// what is wrong.
+std::optional<Result<std::array<Format, 4>>> matmul_format_list(const std::string& format) {
+  if (format.find('=') == std::string::npos) return std::nullopt;
+  const char* names[4] = {"qkv", "o", "gate_up", "down"};
+  std::array<Format, 4> out{};
+  bool seen[4] = {};
+  auto bad = [&](const std::string& why) -> Result<std::array<Format, 4>> {
+    return invalid_argument("format list '" + format + "': " + why +
+                            " (expected qkv=F,o=F,gate_up=F,down=F with F a format name)");
+  };
+  size_t at = 0;
+  while (at <= format.size()) {
+    const size_t end = std::min(format.find(',', at), format.size());
+    const std::string item = format.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return bad("'" + item + "' has no '='");
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    int which = -1;
+    for (int i = 0; i < 4; ++i)
+      if (name == names[i]) which = i;
+    if (which < 0) return bad("unknown matmul '" + name + "'");
+    if (seen[which]) return bad("'" + name + "' named twice");
+    const auto f = parse_format(value);
+    if (!f) return bad("unknown format '" + value + "'");
+    seen[which] = true;
+    out[size_t(which)] = *f;
+    at = end + 1;
+  }
+  for (int i = 0; i < 4; ++i)
+    if (!seen[i]) return bad("'" + std::string(names[i]) + "' missing");
+  return out;
+}
+
 // Formats for a decoder layer's seven matrices of these densities (non-zeros / elements). "auto":
 // each its own; "fastest": one per engine matmul (all of q, k, v alike, and gate, up alike, so the
 // engine can still stack them), the rule table's pick for that matmul's stacked shape and the
@@ -89,6 +127,17 @@ Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
       g.add(r, k, density[size_t(i)]);
     }
     for (int i = 0; i < 7; ++i) out[size_t(i)] = groups[int(kMatmulOf[i])].pick(pick_n).format;
+    return out;
+  }
+  if (auto list = matmul_format_list(format)) {
+    SPARROW_RETURN_IF_ERROR(list->status());
+    for (int i = 0; i < 7; ++i) {
+      const Format f = list->value()[size_t(int(kMatmulOf[i]))];
+      if (need_gpu_kernel && f != Format::dense && !has_gpu_kernel(f))
+        return invalid_argument("format list '" + format + "': " + format_name(f) +
+                                " has no GPU kernel in this build");
+      out[size_t(i)] = f;
+    }
     return out;
   }
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
@@ -133,8 +182,10 @@ Format auto_format(double density, bool need_gpu_kernel) {
 
 Status check_format_choice(const std::string& format) {
   if (format == "auto" || format == "fastest" || parse_format(format)) return {};
+  if (auto list = matmul_format_list(format)) return list->status();
   return invalid_argument("unknown format '" + format +
-                          "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
+                          "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm, or "
+                          "qkv=F,o=F,gate_up=F,down=F)");
 }
 
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,

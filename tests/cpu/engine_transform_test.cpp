@@ -74,6 +74,48 @@ TEST(EngineTransform, PruneModelFastestEncodesThePicks) {
   }
 }
 
+// A format per engine matmul ("qkv=dense,o=dense,gate_up=tca_bme,down=macko"): q, k, v take qkv's,
+// gate and up gate_up's; a list that does not name each of the four once, or names an unknown
+// matmul or format, is refused before any work with a message that says what is wrong.
+TEST(EngineTransform, FormatListPerEngineMatmul) {
+  const engine::LlamaConfig c = test::tiny_config();
+  auto m = engine::build_model(c, test::random_source(c, 12));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  prune::MaskOptions mask;
+  mask.sparsity = 0.5;
+  const std::string list = "down=macko,qkv=dense,o=csr,gate_up=tca_bme";  // any order
+  EXPECT_TRUE(engine::check_format_choice(list).ok());
+  auto p = engine::prune_model(m.value(), mask, list, true);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const std::vector<Format> want = {Format::dense, Format::dense,   Format::dense, Format::csr,
+                                    Format::tca_bme, Format::tca_bme, Format::macko};
+  for (const engine::Layer& l : p->layers) {
+    const std::vector<Format> got = {format_of(l.q),    format_of(l.k),  format_of(l.v),
+                                     format_of(l.o),    format_of(l.gate), format_of(l.up),
+                                     format_of(l.down)};
+    EXPECT_EQ(got, want) << names(got);
+  }
+  struct Bad {
+    const char* list;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"qkv=dense,o=dense,gate_up=dense", "'down' missing"},
+                       Bad{"qkv=dense,o=dense,gate_up=dense,down=dense,o=csr", "'o' named twice"},
+                       Bad{"qkv=dense,out=dense,gate_up=dense,down=dense", "unknown matmul 'out'"},
+                       Bad{"qkv=dense,o=sparse,gate_up=dense,down=dense", "unknown format 'sparse'"},
+                       Bad{"qkv=dense,o,gate_up=dense,down=dense", "'o' has no '='"},
+                       Bad{"qkv=dense,o=dense,gate_up=dense,down=dense,", "'' has no '='"}}) {
+    const Status st = engine::check_format_choice(b.list);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << b.list;
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << b.list << ": " << st.message();
+    auto q = engine::prune_model(m.value(), mask, b.list, true);
+    EXPECT_FALSE(q.ok()) << b.list;
+  }
+  // A format without a GPU kernel in a list the GPU engine will run.
+  auto nm = engine::prune_model(m.value(), mask, "qkv=nm,o=dense,gate_up=dense,down=dense", true);
+  if (!nm.ok()) EXPECT_NE(nm.status().message().find("no GPU kernel"), std::string::npos);
+}
+
 // The GPU engine stacks q/k/v and gate/up only when each group shares a stackable format in every
 // layer; otherwise it says which layer and tensors stop it (and runs them one by one).
 TEST(EngineTransform, StackingBlockerNamesTheLayerAndTensors) {

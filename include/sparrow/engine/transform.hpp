@@ -15,9 +15,10 @@ namespace sparrow::engine {
 // formats when `need_gpu_kernel` is false); dense when none of them beats dense.
 Format auto_format(double density, bool need_gpu_kernel);
 
-// Whether `format` names a choice prune_model and synth_model take ("auto", "fastest" or a format
-// name): invalid_argument listing them otherwise. They check it before any work; callers that
-// print something first (bench-model's table) check it themselves.
+// Whether `format` names a choice prune_model and synth_model take ("auto", "fastest", a format
+// name, or a list "qkv=F,o=F,gate_up=F,down=F"): invalid_argument saying what is wrong
+// otherwise. They check it before any work; callers that print something first (bench-model's
+// table) check it themselves.
 Status check_format_choice(const std::string& format);
 
 // A copy of `m` whose decoder linear layers are pruned with `mask` (sparsity 0 keeps them as
@@ -25,7 +26,8 @@ Status check_format_choice(const std::string& format);
 // "dense", "csr", ...; "fastest": per matmul of the GPU engine (q, k, v stacked; o; gate, up
 // stacked; down) the rule table's format for that matmul's shape and density at passes of
 // `pick_n` tokens, the batch size in decode, judged by the kernel the engine's calls get:
-// dependent launches, the norm folded into qkv and gate_up). lm_head and embeddings stay.
+// dependent launches, the norm folded into qkv and gate_up; or "qkv=F,o=F,gate_up=F,down=F":
+// the named format per engine matmul, each of the four named once). lm_head and embeddings stay.
 Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const std::string& format,
                           bool need_gpu_kernel = false, int64_t pick_n = 1);
 
