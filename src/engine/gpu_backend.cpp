@@ -491,14 +491,13 @@ class GpuBackend final : public Backend {
     return gpu::read_arrays(a, plan, stream_);
   }
 
-  // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
-  // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
   // The stamp after op `name` of a decode step (SPARROW_ENGINE_STAMPS); nothing otherwise.
   Status mark(const char* name) {
     if (!stamping_) return {};
     const int i = stamping_->add(name, stamp_capacity_);
     return i < 0 ? Status{} : gpu::stamp(stamps_.get<uint64_t>(), i, stream_);
   }
+  // After a decode step (the host has synced): its stamps into the batch size's intervals.
   Status record_stamps(int batch) {
     StepStamps& st = stamps_by_batch_[batch];
     std::vector<uint64_t> t(size_t(st.count()));
@@ -508,6 +507,8 @@ class GpuBackend final : public Backend {
     return {};
   }
 
+  // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
+  // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
   Status run_pass(int batch, int64_t c, bool all_logits, bool greedy) {
     const LlamaConfig& cfg = model_->config;
     const int64_t R = int64_t(batch) * c;
