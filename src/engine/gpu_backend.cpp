@@ -16,6 +16,7 @@
 #include "engine/gpu_ops.hpp"
 #include "engine/role_overrides.hpp"
 #include "engine/step_stamps.hpp"
+#include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
@@ -111,10 +112,7 @@ bool fold_norm_requested() {
 // SPARROW_ENGINE_STAMPS=1: time each op of the decode step in the engine's chain (step_stamps.hpp;
 // experiment knob, read once).
 bool stamps_requested() {
-  static const bool v = [] {
-    const char* e = std::getenv("SPARROW_ENGINE_STAMPS");
-    return e && std::string(e) == "1";
-  }();
+  static const bool v = kernels::env_knob("SPARROW_ENGINE_STAMPS", 0) == 1;
   return v;
 }
 
