@@ -1,8 +1,9 @@
 #include "engine/role_overrides.hpp"
 
 #include <cstdlib>
-#include <sstream>
 #include <vector>
+
+#include "engine/comma_list.hpp"
 
 namespace sparrow::engine {
 
@@ -10,20 +11,6 @@ namespace {
 
 constexpr const char* kRoleNames[int(LayerRole::count)] = {
     "qkv", "q", "k", "v", "o", "gate_up", "gate", "up", "down", "lm_head"};
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  const size_t e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(trim(item));
-  return out;
-}
 
 Result<int> role_index(const std::string& name, const char* knob) {
   for (int i = 0; i < int(LayerRole::count); ++i) {
@@ -85,9 +72,7 @@ Result<RoleOverrides> parse_role_overrides(const std::string& kernels_list,
                                            const std::string& read_list) {
   RoleOverrides o;
   for (const std::string& item : split_list(kernels_list)) {
-    const size_t eq = item.find('=');
-    const std::string role = eq == std::string::npos ? item : trim(item.substr(0, eq));
-    const std::string kname = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
+    const auto [role, kname, has_value] = split_key_value(item);
     if (role.empty() || kname.empty()) {
       return invalid_argument("SPARROW_ENGINE_KERNELS: '" + item +
                               "' is not role=kernel (e.g. o=tca_bme.mma)");
@@ -148,9 +133,7 @@ Status parse_read_plan(const std::string& plan, RoleOverrides& o) {
     return true;
   };
   for (const std::string& item : split_list(plan)) {
-    const size_t eq = item.find('=');
-    const std::string key = eq == std::string::npos ? item : trim(item.substr(0, eq));
-    const std::string val = eq == std::string::npos ? "" : trim(item.substr(eq + 1));
+    const auto [key, val, has_value] = split_key_value(item);
     int64_t n = 0;
     if (key == "blocks_per_sm") {
       if (!number(val, n) || n < 1 || n > 8) return bad(item, "blocks_per_sm is 1..8");

@@ -52,8 +52,8 @@ struct RoleOverrides {
 };
 
 // `kernels`: comma-separated role=kernel; `skip` and `read_only`: comma-separated roles (any may
-// be empty). Unknown roles or kernels, a role named twice, or a role in more than one list are
-// invalid_argument.
+// be empty). Unknown roles or kernels, an empty field ("o,,down", "o=x,"), a role named twice,
+// or a role in more than one list are invalid_argument.
 Result<RoleOverrides> parse_role_overrides(const std::string& kernels, const std::string& skip,
                                            const std::string& read_only = "");
 

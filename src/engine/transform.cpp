@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/parallel.hpp"
+#include "engine/comma_list.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/io/synth.hpp"
@@ -80,13 +81,9 @@ std::optional<Result<std::array<Format, 4>>> matmul_format_list(const std::strin
     return invalid_argument("format list '" + format + "': " + why +
                             " (expected qkv=F,o=F,gate_up=F,down=F with F a format name)");
   };
-  size_t at = 0;
-  while (at <= format.size()) {
-    const size_t end = std::min(format.find(',', at), format.size());
-    const std::string item = format.substr(at, end - at);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) return bad("'" + item + "' has no '='");
-    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+  for (const std::string& item : split_list(format)) {
+    const auto [name, value, has_value] = split_key_value(item);
+    if (!has_value) return bad("'" + item + "' has no '='");
     int which = -1;
     for (int i = 0; i < 4; ++i)
       if (name == names[i]) which = i;
@@ -96,7 +93,6 @@ std::optional<Result<std::array<Format, 4>>> matmul_format_list(const std::strin
     if (!f) return bad("unknown format '" + value + "'");
     seen[which] = true;
     out[size_t(which)] = *f;
-    at = end + 1;
   }
   for (int i = 0; i < 4; ++i)
     if (!seen[i]) return bad("'" + std::string(names[i]) + "' missing");

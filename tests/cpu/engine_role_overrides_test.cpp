@@ -141,4 +141,7 @@ TEST(EngineRoleOverrides, RefusesWhatItCannotDo) {
   expect_bad("", "attention,attention", "attention is named twice");
   expect_bad("", "rope", "ops: attention, swiglu");
   expect_bad("o=tca_bme.mma", "o", "also forced");
+  // An empty field is refused, not skipped: it is more likely a lost value.
+  expect_bad("o=tca_bme.mma,", "", "'' is not role=kernel");
+  expect_bad("", "o,,down", "unknown layer role ''");
 }
