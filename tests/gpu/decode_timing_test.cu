@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/rotated_timing.hpp"
 
 using namespace sparrow;
 
 namespace {
 
 constexpr size_t kRotateBytes = 150u << 20;
-constexpr int kReplays = 50;
 
 __global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
   uint32_t acc = 0;
@@ -35,43 +35,6 @@ __global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
   if (acc == 0x12345678u) *sink = acc;  // keeps the loads; practically never true
 }
 
-// Median microseconds per call of `call(copy)` over `copies` rotated copies, graph-replayed.
-double time_rotated(int copies, const std::function<void(int, cudaStream_t)>& call) {
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  for (int c = 0; c < copies; ++c) call(c, s);  // warm-up (module load, handles)
-  cudaStreamSynchronize(s);
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-  for (int c = 0; c < copies; ++c) call(c, s);
-  cudaStreamEndCapture(s, &g);
-  cudaGraphInstantiate(&ge, g, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, s);
-  std::vector<float> ms;
-  for (int i = 0; i < kReplays; ++i) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaStreamDestroy(s);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) std::printf("CUDA error during timing: %s\n", cudaGetErrorString(e));
-  return 1000.0 * ms[ms.size() / 2] / copies;
-}
-
 double read_bandwidth_gbs() {
   const size_t bytes = size_t(1) << 30;
   void* p = nullptr;
@@ -81,7 +44,7 @@ double read_bandwidth_gbs() {
   cudaMemset(p, 1, bytes);
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const double us = time_rotated(1, [&](int, cudaStream_t s) {
+  const double us = test::time_rotated(1, [&](int, cudaStream_t s) {
     read_kernel<<<sms * 4, 512, 0, s>>>(static_cast<const uint4*>(p), bytes / 16, sink);
   });
   cudaFree(p);
@@ -138,7 +101,7 @@ TEST(DecodeTiming, KernelsVsCublas) {
           double us;
           if (is_cublas) {
             const float alpha = 1.f, beta = 0.f;
-            us = time_rotated(copies, [&](int c, cudaStream_t s) {
+            us = test::time_rotated(copies, [&](int c, cudaStream_t s) {
               const auto& dm = std::get<dense::Matrix>(dws[c]);
               cublasSetStream(h, s);
               cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(m), n, int(k), &alpha,
@@ -148,7 +111,7 @@ TEST(DecodeTiming, KernelsVsCublas) {
             });
             cublas_us[ni] = us;
           } else {
-            us = time_rotated(copies, [&](int c, cudaStream_t s) {
+            us = test::time_rotated(copies, [&](int c, cudaStream_t s) {
               const Status st = ki->run(kernels::Problem{dws[c], x.view, y.view, {}}, s);
               if (!st.ok()) std::printf("%s: %s\n", name, st.to_string().c_str());
             });

@@ -5,7 +5,7 @@
 //
 // Protocol (DESIGN.md): cold L2 by rotating over copies of the weight totalling >= 150 MB (3x the
 // 50 MB L2), one CUDA graph that launches once per copy, CUDA events around each replay, the
-// median of 60 replays divided by the number of copies. cuBLAS GemmEx is timed the same way in
+// median of 50 replays divided by the number of copies. cuBLAS GemmEx is timed the same way in
 // the same run. The floor is the weight's storage bytes + X + Y over the measured copy bandwidth.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -18,53 +18,13 @@
 #include <vector>
 
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/rotated_timing.hpp"
 
 using namespace sparrow;
 
 namespace {
 
 constexpr double kColdBytes = 150e6;
-constexpr int kReplays = 60;
-
-// Median microseconds per launch of `launch(copy)` over `copies` rotated copies.
-double time_rotated(int copies, const std::function<void(int, cudaStream_t)>& launch) {
-  cudaStream_t s;
-  cudaStreamCreate(&s);
-  for (int c = 0; c < copies; ++c) launch(c, s);  // warm-up (module load, handles)
-  cudaStreamSynchronize(s);
-  cudaGraph_t g;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-  for (int c = 0; c < copies; ++c) launch(c, s);
-  cudaStreamEndCapture(s, &g);
-  cudaGraphExec_t ge;
-  cudaGraphInstantiate(&ge, g, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  cudaGraphLaunch(ge, s);
-  std::vector<float> ms;
-  for (int r = 0; r < kReplays; ++r) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const cudaError_t err = cudaGetLastError();
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaStreamDestroy(s);
-  if (err != cudaSuccess) {
-    std::printf("CUDA error while timing: %s\n", cudaGetErrorString(err));
-    return -1;
-  }
-  return ms[ms.size() / 2] * 1000.0 / copies;
-}
 
 // Device-to-device copy bandwidth (bytes read + written per second), the floor's denominator.
 double copy_bandwidth() {
@@ -73,7 +33,7 @@ double copy_bandwidth() {
   cudaMalloc(&a, bytes);
   cudaMalloc(&b, bytes);
   cudaMemset(a, 1, bytes);
-  const double us = time_rotated(1, [&](int, cudaStream_t s) {
+  const double us = test::time_rotated(1, [&](int, cudaStream_t s) {
     cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s);
   });
   cudaFree(a);
@@ -146,7 +106,7 @@ TEST(TcSpmmTiming, VsCublas) {
     std::vector<double> cublas_us;
     for (int64_t n : ns) {
       const float alpha = 1.f, beta = 0.f;
-      cublas_us.push_back(time_rotated(dense_copies, [&](int c, cudaStream_t s) {
+      cublas_us.push_back(test::time_rotated(dense_copies, [&](int c, cudaStream_t s) {
         cublasSetStream(handle, s);
         cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(k), &alpha,
                      wd[c].view.data, CUDA_R_16F, int(k), x.view.data, CUDA_R_16F, int(k), &beta,
@@ -178,7 +138,7 @@ TEST(TcSpmmTiming, VsCublas) {
           MatrixView yv{y.view.data, t, n, m, m};
           ConstMatrixView xv{x.view.data, t, n, k, k};
           Status st = Status::success();
-          const double us = time_rotated(copies, [&](int c, cudaStream_t s) {
+          const double us = test::time_rotated(copies, [&](int c, cudaStream_t s) {
             Status r = info->run(kernels::Problem{dws[c], xv, yv, {}}, s);
             if (!r.ok()) st = r;
           });
