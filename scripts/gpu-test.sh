@@ -48,7 +48,7 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:EngineAttention*:MackoWarpRow.SmallShapesFp16:MackoWarpRow.InputRms'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:EngineAttention*:MackoWarpRow.SmallShapesFp16:MackoWarpRow.InputRms:MackoSwigluMlp.OddShapes'}
 RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.
@@ -114,8 +114,9 @@ if command -v compute-sanitizer >/dev/null; then
   # small subset, on the few-token kernel, whose warps reuse their
   # value buffer for their sums, and on the engine's attention (the rotated q, the new key
   # and the warps' partial states go through shared memory), and on macko's row kernels at small
-  # shapes (X or X^T copied into shared memory by the block, the input_rms sums). Session
-  # 31: 43 s for the whole filter.
+  # shapes (X or X^T copied into shared memory by the block, the input_rms sums), and on
+  # macko.swiglu_mlp (its ring of bulk-copied slots, released by every reading thread). Session
+  # 31: 43 s for the whole filter; the fused MLP's odd shapes add 4-16 s (session 32).
   stage racecheck "$RACECHECK_LIMIT" "$LOG" compute-sanitizer --tool racecheck --error-exitcode 1 \
     --print-limit 20 "$TESTS" --gtest_filter="$RACECHECK_FILTER"
 else

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/cuda_check.hpp"
@@ -18,6 +19,7 @@
 #include "engine/step_stamps.hpp"
 #include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/macko/swiglu_mlp.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
 
@@ -113,6 +115,13 @@ bool fold_norm_requested() {
 // experiment knob, read once).
 bool stamps_requested() {
   static const bool v = kernels::env_knob("SPARROW_ENGINE_STAMPS", 0) == 1;
+  return v;
+}
+
+// SPARROW_ENGINE_FUSED_MLP=1: at batch 1 a layer whose gate_up and down are both macko runs its
+// MLP (gate_up, swiglu, down) as one persistent kernel, macko.swiglu_mlp (experiment knob).
+bool fused_mlp_requested() {
+  static const bool v = kernels::env_knob("SPARROW_ENGINE_FUSED_MLP", 0) == 1;
   return v;
 }
 
@@ -310,6 +319,12 @@ class GpuBackend final : public Backend {
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(pos_, DeviceArray::alloc(sizeof(int32_t)));
+    if (fused_mlp_requested()) {  // macko.swiglu_mlp's grid barrier: zeroed once, kept
+      SPARROW_ASSIGN_OR_RETURN(mlp_barrier_,
+                               DeviceArray::alloc(kernels::macko_swiglu_mlp::kBarrierWords * 4));
+      SPARROW_CUDA_RETURN_IF_ERROR(
+          cudaMemset(mlp_barrier_.get(), 0, kernels::macko_swiglu_mlp::kBarrierWords * 4));
+    }
     if (stamps_requested()) {  // a stamp per op: at most 9 per layer, embed, lm_head, argmax
       stamp_capacity_ = int(10 * layers_.size() + 8);
       SPARROW_ASSIGN_OR_RETURN(stamps_, DeviceArray::alloc(size_t(stamp_capacity_) * 8));
@@ -470,6 +485,30 @@ class GpuBackend final : public Backend {
     return k->run(kernels::Problem{w, x, y, opt}, stream_);
   }
 
+  // The macko.swiglu_mlp call for layer L's MLP over R rows (SPARROW_ENGINE_FUSED_MLP), or none
+  // when the layer's MLP runs as separate kernels.
+  std::optional<kernels::macko_swiglu_mlp::Call> fused_mlp_call(const DeviceLayer& L, int64_t R,
+                                                                const NormedInput& in) {
+    if (!mlp_barrier_.get() || R != 1 || !fused_) return std::nullopt;
+    for (LayerRole r : {LayerRole::gate_up, LayerRole::down})
+      if (overrides_.skip[int(r)] || overrides_.read_only[int(r)] || overrides_.kernel[int(r)])
+        return std::nullopt;
+    const auto* gu = std::get_if<macko::Matrix>(&L.gate_up);
+    const auto* dn = std::get_if<macko::Matrix>(&L.down);
+    if (!gu || !dn || !kernels::macko_swiglu_mlp::check(*gu, *dn).ok()) return std::nullopt;
+    kernels::macko_swiglu_mlp::Call c;
+    c.gate_up = gu;
+    c.down = dn;
+    c.input = in.data;
+    c.x = x_.get();
+    c.gate_up_out = gate_up_.get();
+    c.barrier = mlp_barrier_.get<uint32_t>();
+    c.input_rms = in.input_rms;
+    c.rms_eps = in.eps;
+    c.dependent_launch = true;
+    return c;
+  }
+
   // SPARROW_ENGINE_READ_ONLY: every array of the weight read, nothing computed.
   Status read_only(const Weight& w) {
     gpu::ReadArrays a;
@@ -580,6 +619,11 @@ class GpuBackend final : public Backend {
           normed(x_.get(), L.mlp_norm, L.mlp_folded ? &L.gate_up : nullptr, LayerRole::gate_up,
                  R, eps));
       const ConstMatrixView hm = view_of(mlp_in.data, R, cfg.hidden);
+      if (const auto mlp = fused_mlp_call(L, R, mlp_in)) {  // gate_up, swiglu, down in one kernel
+        SPARROW_RETURN_IF_ERROR(kernels::macko_swiglu_mlp::run(*mlp, stream_));
+        SPARROW_RETURN_IF_ERROR(mark("mlp"));
+        continue;
+      }
       if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate_up,
                                              view(gate_up_, R, 2 * cfg.intermediate), L.gate_up,
@@ -711,6 +755,7 @@ class GpuBackend final : public Backend {
   // SPARROW_ENGINE_STAMPS: a slot per stamp of a decode step, the names and intervals per batch
   // size, and the step being built (null outside decode passes).
   DeviceArray stamps_;
+  DeviceArray mlp_barrier_;  // SPARROW_ENGINE_FUSED_MLP: macko.swiglu_mlp's grid barrier
   int stamp_capacity_ = 0;
   std::map<int, StepStamps> stamps_by_batch_;
   StepStamps* stamping_ = nullptr;

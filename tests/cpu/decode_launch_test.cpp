@@ -4,6 +4,7 @@
 
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
+#include "kernels/macko/swiglu_mlp.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
 #include "kernels/tca_bme/few_tokens.hpp"
@@ -362,4 +363,30 @@ TEST(DecodeLaunch, MackoRowOrderRule) {
   EXPECT_FALSE(use_row_order(11008, 11008 * 500, 2000, 0));
   EXPECT_TRUE(use_row_order(11008, 11008 * 500, 500, 1));
   EXPECT_FALSE(use_row_order(7, 0, 0, -1));  // no entries at all
+}
+
+// macko.swiglu_mlp's checks, all before anything touches a device.
+TEST(DecodeLaunch, MackoSwigluMlpRefusesWhatItCannotRun) {
+  namespace mlp = macko_swiglu_mlp;
+  auto enc = [](DType t, int64_t m, int64_t k, double s, uint64_t seed) {
+    return macko::encode(patterns::random(t, m, k, s, seed).view()).value();
+  };
+  const macko::Matrix gu = enc(DType::fp16, 64, 32, 0.5, 1);    // gate_up (2 x 32, 32)
+  const macko::Matrix down = enc(DType::fp16, 32, 32, 0.5, 2);  // down (32, 32)
+  const macko::Matrix bf = enc(DType::bf16, 32, 32, 0.5, 3);
+  EXPECT_TRUE(mlp::check(gu, down).ok());
+  EXPECT_EQ(mlp::check(down, down).code(), Code::invalid_argument);  // gate_up needs 2 x inter rows
+  EXPECT_EQ(mlp::check(gu, bf).code(), Code::invalid_argument);      // dtypes differ
+  EXPECT_EQ(mlp::check(gu, down, 1000).code(), Code::invalid_argument);   // slot does not divide
+  EXPECT_EQ(mlp::check(gu, down, 65536).code(), Code::invalid_argument);  // one slot: no ring
+  EXPECT_TRUE(mlp::check(gu, down, 4096).ok());
+  // A dense row of 5000 columns needs more entries than a 4096-entry slot holds.
+  const macko::Matrix wide_gu = enc(DType::fp16, 8, 5000, 0.0, 4);
+  const macko::Matrix wide_down = enc(DType::fp16, 5000, 4, 0.0, 5);
+  EXPECT_EQ(mlp::check(wide_gu, wide_down, 4096).code(), Code::unsupported);
+  EXPECT_TRUE(mlp::check(wide_gu, wide_down).ok());  // the default slot holds it
+  mlp::Call call;
+  call.gate_up = &gu;
+  call.down = &down;
+  EXPECT_EQ(mlp::run(call, nullptr).code(), Code::invalid_argument);  // null activations
 }

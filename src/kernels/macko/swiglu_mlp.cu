@@ -1,17 +1,18 @@
-// macko.swiglu_mlp (see swiglu_mlp.hpp for what and why). The kernel, in order:
-//   1. before the wait for the previous kernel (weights only): one thread starts a bulk copy of
-//      this block's down rows (a contiguous entry range of values and deltas) into shared memory,
-//      as much as fits; each warp loads the first chunks of its first gate / up row pair;
-//   2. after the wait: the input (hidden) into shared memory as floats, its sum of squares;
-//   3. phase A: warp w of the grid computes rows p = w, w + W, ... of gate and of up together
-//      (two rows in lockstep: two loads in flight per lane instead of one) and writes
-//      h[p] = silu(g) * u, rounded as the engine's separate gate_up matmul and swiglu round;
-//   4. a grid barrier (every block resident: one block per SM, grid = SM count), after which the
-//      next kernel may launch;
-//   5. phase B: h into shared memory; each warp decodes its block's down rows, from the stage
-//      where the entries were copied, from global memory past it, and adds them to x.
-// The row walk is macko.warp_row's (a lane decodes 8 entries per step, columns by a warp prefix
-// sum of delta + 1), written for clarity, with a per-entry range test.
+// macko.swiglu_mlp (see swiglu_mlp.hpp for what and why). Warp 31 of each block copies weights,
+// warps 0..30 compute:
+//   - the copying warp streams the block's rows through a ring of shared-memory slots with
+//     bulk copies (the copy engine moves them; no thread spends instructions per byte): first the
+//     block's gate rows, then its up rows, then its down rows, each slot as many whole rows as fit
+//     a slot's entries. It reads only weights, so it starts before the previous kernel has
+//     finished and runs on into down's rows while the grid is still in phase A or at the barrier;
+//   - phase A (after the wait for the previous kernel and the input staged in shared memory as
+//     floats): the computing warps decode each slot's rows (row j of the block to warp j % 31)
+//     from shared memory and write g and u, rounded as the separate gate_up matmul rounds them;
+//   - a grid barrier (every block resident: one block per SM, grid = SM count), after which the
+//     next kernel may launch;
+//   - phase B: h = silu(g) * u into shared memory (rounded once, as the swiglu kernel does), then
+//     down's rows from the ring, added to x.
+// The row walk (slot_row_dot) is macko.warp_row's step decode, reading a ring slot.
 #include "kernels/macko/swiglu_mlp.hpp"
 
 #include <cuda_bf16.h>
@@ -30,107 +31,112 @@ namespace sparrow::kernels::macko_swiglu_mlp {
 
 namespace {
 
-using decode::load_stream16;
-using decode::load_stream4;
 using decode::rms_scale;
 using decode::warp_inclusive_scan;
 using decode::warp_sum;
 
 constexpr uint32_t kStep = 32 * Config::kChunk;  // entries a warp decodes per step
 
-// Where a lane's chunk (16 bytes of values, 4 of deltas) comes from: the block's stage in shared
-// memory for entries [stage_begin, stage_end) (multiples of 32, so a chunk is wholly inside or
-// outside), global memory otherwise.
-struct EntrySource {
-  const uint16_t* vals;
-  const uint8_t* deltas;
-  uint32_t stage_begin, stage_end;
-  const unsigned char* stage_vals;    // shared: (stage_end - stage_begin) values
-  const unsigned char* stage_deltas;  // shared: their deltas
-  __device__ __forceinline__ void load(uint32_t base, uint4& v, uint32_t& d) const {
-    if (base >= stage_begin && base < stage_end) {
-      v = *reinterpret_cast<const uint4*>(stage_vals + size_t(base - stage_begin) * 2);
-      d = *reinterpret_cast<const uint32_t*>(stage_deltas + (base - stage_begin) / 2);
-    } else {
-      v = load_stream16(vals + base);
-      d = load_stream4(deltas + base / 2);
-    }
-  }
-};
-
-// One row being walked: its entries [s, e), this lane's next chunk (at `base`) in registers.
-struct RowWalk {
-  uint32_t s, e, base;
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
-  uint32_t d;
-};
-
-__device__ __forceinline__ void begin_row(RowWalk& w, uint32_t s, uint32_t e, int lane,
-                                          const EntrySource& src) {
-  w.s = s;
-  w.e = e;
-  w.base = (s & ~7u) + uint32_t(lane) * Config::kChunk;
-  w.v = make_uint4(0, 0, 0, 0);
-  w.d = 0;
-  if (w.base < e) src.load(w.base, w.v, w.d);
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
 }
 
-// out[r] = sum over row r's entries of value * xs[column] (xs: floats in shared memory), the R
-// rows walked in lockstep (the longest sets the steps), each lane's next chunk loaded while the
-// current one decodes. Entry i's column: the previous entry's plus delta_i + 1, from -1.
-template <class T, int R>
-__device__ __forceinline__ void dot_rows(RowWalk (&w)[R], const float* xs, int lane,
-                                         const EntrySource& src, float (&out)[R]) {
-  uint32_t steps = 0;
-  int32_t carry[R];
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const uint32_t first = w[r].s & ~7u;
-    steps = max(steps, w[r].e > first ? (w[r].e - first + kStep - 1) / kStep : 0u);
-    carry[r] = -1;
-    acc[r] = 0.f;
-  }
-  for (uint32_t st = 0; st < steps; ++st) {
-    uint4 vn[R];
-    uint32_t dn[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      vn[r] = w[r].v;
-      dn[r] = w[r].d;
-      if (w[r].base + kStep < w[r].e) src.load(w[r].base + kStep, vn[r], dn[r]);
+// 0xFF in bytes a..b-1 of a word, 0 elsewhere (0 <= a, b <= 4; none when b <= a).
+__device__ __forceinline__ uint32_t byte_range(uint32_t a, uint32_t b) {
+  const uint64_t ones = 0xFFFFFFFFull;
+  return uint32_t((ones << (8 * a)) & (ones >> (32 - 8 * b)));
+}
+
+// Byte j of x (j a constant after unrolling: one prmt).
+__device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
+  return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
+}
+
+// The sum over a row's entries [s, e) of value * act[column], the entries in a ring slot whose
+// first entry is slot_base (values at vals_addr, deltas at deltas_addr, shared memory), act the
+// activations as floats in shared memory with a zero at act[-1]. Per step lane l decodes the 8
+// entries at an 8-aligned index (one 16-byte and one 4-byte shared load), as macko.warp_row does:
+//   - columns byte-parallel: the entries' column steps (delta + 1) go into bytes, one multiply
+//     sums them (prefix sums of entry pairs), so an entry's column is the lane's start column plus
+//     one byte (one prmt) and its act address one more instruction; a warp scan of the lanes'
+//     totals gives each lane's start;
+//   - no per-entry range test: in the row's first and last lanes (one step each) entries of the
+//     neighbouring rows get value 0 and column step 0. Those before the row's start then sit on
+//     column -1, which reads the zero at act[-1]; those after its end on the row's last column.
+// The scalar version of this (a range test and a running column per entry) issued 172
+// instructions per step and kept the fused kernel issue-bound (ncu, session 32); this one is
+// about half.
+template <class T>
+__device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t slot_base,
+                                              uint32_t vals_addr, uint32_t deltas_addr,
+                                              uint32_t act_addr, int lane) {
+  const uint32_t first = s & ~7u;
+  const uint32_t steps = e > first ? (e - first + kStep - 1) / kStep : 0u;
+  uint32_t base = first + uint32_t(lane) * Config::kChunk;
+  uint32_t carry = 0;  // the row's column steps before this step
+  float acc = 0.f;
+  for (uint32_t st = 0; st < steps; ++st, base += kStep) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    uint32_t d = 0;
+    if (base < e) {
+      const uint32_t o = base - slot_base;
+      v = lds128(vals_addr + 2 * o);
+      d = lds32(deltas_addr + o / 2);
     }
+    // Column steps of the lane's entries as bytes: entry 2j's in byte j of ev, 2j + 1's of od.
+    uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
+    uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+    if (base < s || base + Config::kChunk > e) {
+      // Entries lo..hi-1 of the lane are the row's (none when hi <= lo).
+      const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
+      const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
+      const uint32_t ev_keep = byte_range((lo + 1) / 2, (hi + 1) / 2);
+      const uint32_t od_keep = byte_range(lo / 2, hi / 2);
+      ev &= ev_keep;
+      od &= od_keep;
+      // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
+      v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
+      v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
+      v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
+      v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+    }
+    // Byte j of ends: the steps of entries 0..2j+1 (<= 128, no carries); of starts: 0..2j.
+    const uint32_t ends = (ev + od) * 0x01010101u;
+    const uint32_t starts = ends - od;
+    const uint32_t total = ends >> 24;
+    const uint32_t incl = decode::warp_inclusive_scan(total, lane);
+    // Column before the lane's first entry (the row starts from column -1).
+    const uint32_t col0 = carry + (incl - total) - 1u;
+    carry += __shfl_sync(0xffffffffu, incl, 31);
+    uint32_t xl = act_addr + 4u * col0;
+    asm("" : "+r"(xl));  // opaque: each address is then one add, not re-derived
+    float xv[Config::kChunk];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // Column steps within the lane (inclusive), 0 for entries outside the row.
-      uint32_t cum[Config::kChunk];
-      bool in[Config::kChunk];
-      uint32_t c = 0;
+    for (int i = 0; i < Config::kChunk; ++i)
+      xv[i] = lds_f32(xl + 4u * byte_of(i & 1 ? ends : starts, i / 2));
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int i = 0; i < Config::kChunk; ++i) {
-        const uint32_t idx = w[r].base + uint32_t(i);
-        in[i] = idx >= w[r].s && idx < w[r].e;
-        c += in[i] ? ((w[r].d >> (4 * i)) & 15u) + 1u : 0u;
-        cum[i] = c;
-      }
-      const uint32_t incl = warp_inclusive_scan(c, lane);
-      const int32_t col0 = carry[r] + int32_t(incl - c);
-      carry[r] += int32_t(__shfl_sync(0xffffffffu, incl, 31));
-      const uint32_t words[4] = {w[r].v.x, w[r].v.y, w[r].v.z, w[r].v.w};
-#pragma unroll
-      for (int i = 0; i < Config::kChunk; ++i) {
-        if (in[i]) {
-          const float2 p = unpack2<T>(words[i / 2]);
-          acc[r] = fmaf((i & 1) ? p.y : p.x, xs[col0 + int32_t(cum[i])], acc[r]);
-        }
-      }
-      w[r].base += kStep;
-      w[r].v = vn[r];
-      w[r].d = dn[r];
+    for (int q = 0; q < 4; ++q) {
+      const float2 p = unpack2<T>(words[q]);
+      acc = fmaf(p.x, xv[2 * q], acc);
+      acc = fmaf(p.y, xv[2 * q + 1], acc);
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) out[r] = warp_sum(acc[r]);
+  return warp_sum(acc);
 }
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
@@ -139,24 +145,57 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   return v;
 }
 
-// Every block of the grid arrives before any leaves; writes before it are visible after it.
-// bar[0] counts arrivals, bar[1] is the generation the last arrival advances (both persist
-// between launches: the count is back at 0 after each barrier).
-__device__ __forceinline__ void grid_barrier(uint32_t* bar, uint32_t blocks) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint32_t gen = load_acquire(bar + 1);
+// Thread 0 of each block: returns once every block of the grid has arrived; writes its block made
+// before (ordered by the block barrier that precedes the call) are visible to every block after
+// it (the caller's block barrier after the call spreads that to its threads). bar[0] counts
+// arrivals, bar[1] is the generation the last arrival advances; both persist between launches
+// (the count is back at 0 after each barrier).
+__device__ __forceinline__ void grid_arrive_and_wait(uint32_t* bar, uint32_t blocks) {
+  const uint32_t gen = load_acquire(bar + 1);
+  __threadfence();
+  if (atomicAdd(bar, 1u) == blocks - 1) {
+    atomicExch(bar, 0u);
     __threadfence();
-    if (atomicAdd(bar, 1u) == blocks - 1) {
-      atomicExch(bar, 0u);
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
-    } else {
-      while (load_acquire(bar + 1) == gen) __nanosleep(32);
-    }
-    __threadfence();
+    atomicAdd(bar + 1, 1u);
+  } else {
+    while (load_acquire(bar + 1) == gen) __nanosleep(32);
   }
-  __syncthreads();
+  __threadfence();
+}
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// dst[i] = src[i] as floats, i < n, by the block's first `threads` threads, 8 elements per 16-byte
+// load where src is 16-byte aligned (one or two loads per thread for Llama sizes, all in flight
+// together, instead of a dependent round trip per element). Returns this thread's sum of squares.
+template <class T>
+__device__ __forceinline__ float stage_floats(float* dst, const T* src, uint32_t n,
+                                              uint32_t threads) {
+  float ss = 0.f;
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const uint32_t vecs = vec ? n / 8 : 0;
+  for (uint32_t i = threadIdx.x; i < vecs; i += threads) {
+    const uint4* p = reinterpret_cast<const uint4*>(src) + i;
+    const uint4 v = *p;
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 f = unpack2<T>(w[q]);
+      dst[8 * i + 2 * q] = f.x;
+      dst[8 * i + 2 * q + 1] = f.y;
+      ss = fmaf(f.x, f.x, fmaf(f.y, f.y, ss));
+    }
+  }
+  for (uint32_t i = vecs * 8 + threadIdx.x; i < n; i += threads) {
+    const float f = to_float(src[i]);
+    dst[i] = f;
+    ss = fmaf(f, f, ss);
+  }
+  return ss;
 }
 
 // Floats of the activation region (the input in phase A, h in phase B), rounded up so the stage
@@ -164,147 +203,306 @@ __device__ __forceinline__ void grid_barrier(uint32_t* bar, uint32_t blocks) {
 __host__ __device__ constexpr uint32_t act_floats(uint32_t hidden, uint32_t inter) {
   return ((hidden > inter ? hidden : inter) + 31u) / 32u * 32u;
 }
+// The activations start at this byte of the dynamic shared memory (act[-1] below it, and the
+// ring after the activations stays 128-byte aligned).
+constexpr uint32_t kActOffset = 128;
+
+// Stage slots of the ring: which rows a slot holds and where their entries start.
+struct StageRows {
+  uint32_t seg;         // 0: gate rows, 1: up rows (both of gate_up), 2: down rows
+  uint32_t row_begin;   // rows [row_begin, row_end) of the segment's matrix
+  uint32_t row_end;
+  uint32_t entry_base;  // the slot's first entry (32-aligned)
+};
+
+// A block's rows of one matrix: [a, b), with row_ptr[a..b] copied to shared memory at `rp`.
+struct Segment {
+  const uint16_t* vals;
+  const uint8_t* deltas;
+  uint32_t entries;  // the matrix's entry count (a multiple of 32)
+  uint32_t a, b;
+  uint32_t* rp;
+};
+
+__device__ __forceinline__ uint32_t ceil32(uint32_t v) { return (v + 31u) & ~31u; }
 
 template <class T>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     swiglu_mlp_kernel(const uint32_t* __restrict__ gu_ptr, const uint16_t* __restrict__ gu_vals,
-                      const uint8_t* __restrict__ gu_deltas, const uint32_t* __restrict__ dn_ptr,
-                      const uint16_t* __restrict__ dn_vals, const uint8_t* __restrict__ dn_deltas,
-                      uint32_t dn_entries, uint32_t hidden, uint32_t inter, const T* input, T* x,
-                      T* h, uint32_t* barrier, bool input_rms, float eps, uint32_t stage_cap) {
+                      const uint8_t* __restrict__ gu_deltas, uint32_t gu_entries,
+                      const uint32_t* __restrict__ dn_ptr, const uint16_t* __restrict__ dn_vals,
+                      const uint8_t* __restrict__ dn_deltas, uint32_t dn_entries, uint32_t hidden,
+                      uint32_t inter, const T* input, T* x, T* gu_out, uint32_t* barrier,
+                      bool input_rms, float eps, uint32_t slot_entries, uint64_t* timeline) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The ring: Config::kRingEntries entries in `stages` slots of `cap` entries each.
+  const uint32_t cap = slot_entries;  // a launch parameter (Call::slot_entries)
+  const uint32_t stages = Config::kRingEntries / slot_entries;
+  constexpr uint32_t kConsumers = Config::kThreads / 32 - 1;  // warps 0..30; warp 31 copies
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) uint64_t stage_bar;
-  __shared__ float warp_part[Config::kThreads / 32];
-  float* act = reinterpret_cast<float*>(smem);                   // (max(hidden, inter))
-  unsigned char* stage = smem + act_floats(hidden, inter) * 4;  // values, then deltas
+  __shared__ __align__(8) uint64_t full[Config::kMaxStages], empty[Config::kMaxStages];
+  __shared__ StageRows slot_rows[Config::kMaxStages];
+  __shared__ float warp_part[32];
+  // act[-1] = 0 (the column of entries masked before a row's start), then the activations.
+  float* act = reinterpret_cast<float*>(smem + kActOffset);  // (max(hidden, inter)): input, h
+  unsigned char* ring = smem + kActOffset + act_floats(hidden, inter) * 4;  // stages x slot
+  const uint32_t act_addr = static_cast<uint32_t>(__cvta_generic_to_shared(act));
+  const uint32_t slot_bytes = cap * 2 + cap / 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  constexpr uint32_t kWarps = Config::kThreads / 32;
+  auto mark = [&](int point) {
+    if (timeline && threadIdx.x == 0)
+      timeline[size_t(blockIdx.x) * kTimelinePoints + point] = global_timer_ns();
+  };
+  // The ring's events of fill k < kTracedFills: kind 0 copy issued, 1 landed (seen by warp 0),
+  // 2 its slot free again for fill k + stages (seen by the copying warp).
+  auto trace_fill = [&](int kind, uint32_t k) {
+    if (timeline && k < uint32_t(kTracedFills))
+      timeline[size_t(blockIdx.x) * kTimelinePoints + kTimelineFixedPoints +
+               kind * kTracedFills + k] = global_timer_ns();
+  };
+  mark(0);
 
-  // 1. This block's down rows [r0, r1) and their entries staged (32-aligned, at most stage_cap).
+  // This block's rows: gate rows [pa, pb) with the up rows inter + [pa, pb), down rows [r0, r1).
+  const uint32_t pa = uint32_t(uint64_t(inter) * blockIdx.x / gridDim.x);
+  const uint32_t pb = uint32_t(uint64_t(inter) * (blockIdx.x + 1) / gridDim.x);
   const uint32_t r0 = uint32_t(uint64_t(hidden) * blockIdx.x / gridDim.x);
   const uint32_t r1 = uint32_t(uint64_t(hidden) * (blockIdx.x + 1) / gridDim.x);
-  const uint32_t e0 = __ldg(dn_ptr + r0) & ~31u;
-  const uint32_t e1 = min((__ldg(dn_ptr + r1) + 31u) & ~31u, dn_entries);
-  const uint32_t staged_end = e1 > e0 ? min(e1, e0 + stage_cap) : e0;
-  const EntrySource down_src{dn_vals, dn_deltas, e0, staged_end, stage, stage + stage_cap * 2};
-  const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&stage_bar));
-  if (threadIdx.x == 0) {
-    tc::mbar_init(bar, 1);
-    tc::mbar_init_fence();
-    const uint32_t n = staged_end - e0;
-    tc::mbar_arrive_expect_tx(bar, n * 2 + n / 2);
-    if (n > 0) {
-      const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
-      tc::bulk_copy(dst, dn_vals + e0, n * 2, bar);
-      tc::bulk_copy(dst + stage_cap * 2, dn_deltas + e0 / 2, n / 2, bar);
-    }
-  }
-  // The first gate / up row pair's first chunks.
-  const EntrySource gu_src{gu_vals, gu_deltas, 0, 0, nullptr, nullptr};
-  const uint32_t grid_warps = gridDim.x * kWarps;
-  uint32_t pair = blockIdx.x * kWarps + uint32_t(warp);
-  RowWalk wk[2];
-  auto begin_pair = [&](uint32_t p) {
-    begin_row(wk[0], __ldg(gu_ptr + p), __ldg(gu_ptr + p + 1), lane, gu_src);
-    begin_row(wk[1], __ldg(gu_ptr + inter + p), __ldg(gu_ptr + inter + p + 1), lane, gu_src);
+  // The block's row_ptr slices, one copy for the copying warp (slot boundaries) and one for the
+  // computing warps (row extents): each side fills its own, so they share nothing but the ring.
+  const uint32_t slice_words = 2 * (pb - pa + 1) + (r1 - r0 + 1);
+  uint32_t* rp_copy = reinterpret_cast<uint32_t*>(ring + stages * slot_bytes);
+  uint32_t* rp_compute = rp_copy + slice_words;
+  // Segment g with its slice in `rp` (selects, not an indexed array: that would live in local
+  // memory).
+  auto segment = [&](uint32_t g, uint32_t* rp) {
+    return g == 0 ? Segment{gu_vals, gu_deltas, gu_entries, pa, pb, rp}
+         : g == 1 ? Segment{gu_vals, gu_deltas, gu_entries, inter + pa, inter + pb,
+                            rp + (pb - pa + 1)}
+                  : Segment{dn_vals, dn_deltas, dn_entries, r0, r1, rp + 2 * (pb - pa + 1)};
   };
-  if (pair < inter) begin_pair(pair);
-  wait_for_previous();
-
-  // 2. The input as floats, and its sum of squares (every block reads all of it: 8 KB at 4096).
-  float ss = 0.f;
-  for (uint32_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float v = to_float(input[i]);
-    act[i] = v;
-    ss = fmaf(v, v, ss);
+  // Threads first..first+count-1 copy the three slices into `rp` (weights: before the wait).
+  auto load_slices = [&](uint32_t* rp, uint32_t first, uint32_t count) {
+    for (uint32_t g = 0; g < 3; ++g) {
+      const Segment sg = segment(g, rp);
+      const uint32_t* ptr = g < 2 ? gu_ptr : dn_ptr;
+      for (uint32_t i = threadIdx.x - first; i <= sg.b - sg.a; i += count)
+        sg.rp[i] = __ldg(ptr + sg.a + i);
+    }
+  };
+  if (threadIdx.x == 0) {
+    act[-1] = 0.f;
+    for (uint32_t i = 0; i < stages; ++i) {
+      tc::mbar_init(static_cast<uint32_t>(__cvta_generic_to_shared(&full[i])), 1);
+      tc::mbar_init(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[i])), kConsumers * 32);
+    }
+    tc::mbar_init_fence();
   }
-  ss = warp_sum(ss);
+  __syncthreads();
+
+  if (warp == kConsumers) {
+    // The copying warp: every slot of the ring in turn, as many whole rows of the current
+    // segment as fit cap entries, one bulk copy of their values and one of their deltas. It
+    // reads weights only, so it starts before the previous kernel has finished, and it runs on
+    // into down's rows while the grid is still in phase A or at the barrier. The slot's last row
+    // is found by the whole warp, 32 candidate rows per step (one thread walking them one by
+    // one issued the first copies 5-11 µs after the kernel started, session 32).
+    load_slices(rp_copy, kConsumers * 32, 32);
+    __syncwarp();
+    uint32_t k = 0;
+    for (uint32_t g = 0; g < 3; ++g) {
+      const Segment sg = segment(g, rp_copy);
+      for (uint32_t r = sg.a; r < sg.b;) {
+        const uint32_t base = sg.rp[r - sg.a] & ~31u;
+        // The slot holds rows [r, re): the longest run whose 32-aligned end fits cap entries (a
+        // prefix of the candidates: row_ptr does not decrease). Row r always fits (check()).
+        uint32_t re = r + 1;
+        for (;;) {
+          const uint32_t c = re + 1 + uint32_t(lane);
+          const bool fits = c <= sg.b && ceil32(sg.rp[c - sg.a]) - base <= cap;
+          const uint32_t n = __popc(__ballot_sync(0xffffffffu, fits));
+          re += n;
+          if (n < 32) break;
+        }
+        if (lane == 0) {
+          const uint32_t end = min(ceil32(sg.rp[re - sg.a]), sg.entries);
+          const int slot = int(k % stages);
+          if (k >= stages) {
+            tc::mbar_wait(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[slot])),
+                          (k / stages - 1) & 1);
+            trace_fill(2, k - stages);
+          }
+          slot_rows[slot] = StageRows{g, r, re, base};
+          const uint32_t fb = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+          const uint32_t n = end > base ? end - base : 0u;
+          tc::mbar_arrive_expect_tx(fb, n * 2 + n / 2);
+          if (n > 0) {
+            const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(ring)) +
+                                 uint32_t(slot) * slot_bytes;
+            tc::bulk_copy(dst, sg.vals + base, n * 2, fb);
+            tc::bulk_copy(dst + cap * 2, sg.deltas + base / 2, n / 2, fb);
+          }
+          trace_fill(0, k);
+        }
+        __syncwarp();
+        ++k;
+        r = re;
+      }
+    }
+    return;  // the consumers' barriers below are named ones that leave this warp out
+  }
+
+  constexpr int kConsumerBar = 1;  // named barrier of the consumer warps
+  auto consumers_sync = [] { tc::named_barrier(kConsumerBar, kConsumers * 32); };
+  load_slices(rp_compute, 0, kConsumers * 32);  // visible after the first consumers_sync
+  wait_for_previous();
+  mark(1);
+  // The input as floats and its sum of squares (every block reads all of it: 8 KB at 4096).
+  const float ss = warp_sum(stage_floats(act, input, hidden, kConsumers * 32));
   if (lane == 0) warp_part[warp] = ss;
-  __syncthreads();  // also publishes stage_bar's initialisation
+  consumers_sync();
+  mark(2);
   float scale = 1.f;
   if (input_rms) {
     float total = 0.f;
-#pragma unroll
-    for (uint32_t v = 0; v < kWarps; ++v) total += warp_part[v];
+    for (uint32_t v = 0; v < kConsumers; ++v) total += warp_part[v];
     scale = rms_scale(total, hidden, eps);
   }
 
-  // 3. Phase A: h = silu(g) * u, g and u rounded to T first (as the separate gate_up matmul
-  // writes them), h rounded once (as the swiglu kernel does).
-  while (pair < inter) {
-    float out[2];
-    dot_rows<T, 2>(wk, act, lane, gu_src, out);
-    if (lane == 0) {
-      const float g = to_float(from_float<T>(out[0] * scale));
-      const float u = to_float(from_float<T>(out[1] * scale));
-      h[pair] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+  // The slots in the producer's order: slot k % stages, its (k / stages)-th fill. A segment's
+  // row j (counting from the block's first row of phase A or B) is warp j % kConsumers's.
+  uint32_t k = 0;
+  // `pre(row)` runs before the row's dot product (a load to have in flight), `out(row, pre, dot)`
+  // after it.
+  auto consume = [&](uint32_t rows, auto&& pre, auto&& out) {
+    uint32_t seen = 0;
+    while (seen < rows) {
+      const int slot = int(k % stages);
+      tc::mbar_wait(static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot])),
+                    (k / stages) & 1);
+      if (threadIdx.x == 0) trace_fill(1, k);
+      const StageRows st = slot_rows[slot];
+      const Segment sg = segment(st.seg, rp_compute);
+      const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(ring)) +
+                          uint32_t(slot) * slot_bytes;
+      const uint32_t n_rows = st.row_end - st.row_begin;
+      for (uint32_t off = (uint32_t(warp) + kConsumers - seen % kConsumers) % kConsumers;
+           off < n_rows; off += kConsumers) {
+        const uint32_t row = st.row_begin + off;
+        const float before = pre(row);
+        const float dot = slot_row_dot<T>(sg.rp[row - sg.a], sg.rp[row - sg.a + 1],
+                                          st.entry_base, sv, sv + cap * 2, act_addr, lane);
+        out(row, before, dot);
+      }
+      // Every thread that read the slot arrives (each thread's reads ordered before its release).
+      tc::mbar_arrive(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[slot])));
+      seen += n_rows;
+      ++k;
     }
-    pair += grid_warps;
-    if (pair < inter) begin_pair(pair);
-  }
+  };
 
-  // 4. Every block's h is written; every block has read the input (x may be overwritten now).
-  grid_barrier(barrier, gridDim.x);
+  // 3. Phase A: g and u of the block's rows, rounded to T as the separate gate_up matmul writes
+  // them.
+  consume(
+      2 * (pb - pa), [](uint32_t) { return 0.f; },
+      [&](uint32_t row, float, float dot) {
+        if (lane == 0) gu_out[row] = from_float<T>(dot * scale);
+      });
+
+  // 4. Every block's g and u are written; every block has read the input (x may change now).
+  consumers_sync();
+  mark(3);
+  if (threadIdx.x == 0) grid_arrive_and_wait(barrier, gridDim.x);
+  consumers_sync();
+  mark(4);
   let_next_launch();
 
-  // 5. Phase B: h (written by other blocks in this kernel: read through L2, not L1).
-  for (uint32_t i = threadIdx.x; i < inter; i += blockDim.x) act[i] = to_float(__ldcg(h + i));
-  __syncthreads();
-  tc::mbar_wait(bar, 0);
-  for (uint32_t r = r0 + uint32_t(warp); r < r1; r += kWarps) {
-    RowWalk w1[1];
-    begin_row(w1[0], __ldg(dn_ptr + r), __ldg(dn_ptr + r + 1), lane, down_src);
-    float out[1];
-    dot_rows<T, 1>(w1, act, lane, down_src, out);
-    if (lane == 0) x[r] = from_float<T>(out[0] + to_float(__ldcg(x + r)));
+  // 5. Phase B: h = silu(g) * u into shared memory (g, u written by other blocks: read through
+  // L2), rounded once as the swiglu kernel rounds it; then down's rows, added to x.
+  {
+    auto h_of = [](float g, float u) {
+      return to_float(from_float<T>(g / (1.0f + __expf(-g)) * u));
+    };
+    // 8 of g and 8 of u per 16-byte load where both halves are 16-byte aligned (two loads per
+    // thread in flight for Llama sizes, instead of a dependent round trip per element).
+    const bool vec = reinterpret_cast<uintptr_t>(gu_out) % 16 == 0 && inter % 8 == 0;
+    const uint32_t vecs = vec ? inter / 8 : 0;
+    for (uint32_t i = threadIdx.x; i < vecs; i += kConsumers * 32) {
+      const uint4 g8 = __ldcg(reinterpret_cast<const uint4*>(gu_out) + i);
+      const uint4 u8 = __ldcg(reinterpret_cast<const uint4*>(gu_out + inter) + i);
+      const uint32_t gw[4] = {g8.x, g8.y, g8.z, g8.w}, uw[4] = {u8.x, u8.y, u8.z, u8.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 g = unpack2<T>(gw[q]), u = unpack2<T>(uw[q]);
+        act[8 * i + 2 * q] = h_of(g.x, u.x);
+        act[8 * i + 2 * q + 1] = h_of(g.y, u.y);
+      }
+    }
+    for (uint32_t i = vecs * 8 + threadIdx.x; i < inter; i += kConsumers * 32)
+      act[i] = h_of(to_float(__ldcg(gu_out + i)), to_float(__ldcg(gu_out + inter + i)));
+  }
+  consumers_sync();
+  mark(5);
+  consume(
+      r1 - r0, [&](uint32_t row) { return lane == 0 ? to_float(__ldcg(x + row)) : 0.f; },
+      [&](uint32_t row, float before, float dot) {
+        if (lane == 0) x[row] = from_float<T>(dot + before);
+      });
+  if (timeline) {
+    consumers_sync();
+    mark(6);
   }
 #else
   __trap();  // sm_90 and later only (run() refuses other devices)
 #endif
 }
 
-uint32_t stage_entries(int64_t hidden, int64_t inter, int dynamic_smem) {
-  const int64_t left = int64_t(dynamic_smem) - int64_t(act_floats(uint32_t(hidden), uint32_t(inter))) * 4;
-  // 2.5 bytes per entry (a value and half a byte of delta), in whole 32-entry groups.
-  return left > 0 ? uint32_t(left * 2 / 5 / 32 * 32) : 0u;
+// Dynamic shared memory of a launch: the activations as floats, the ring, two copies of the
+// block's row_ptr slices (a block's rows of a matrix are at most ceil(rows / blocks); a slice
+// holds one word more).
+int64_t smem_bytes(int64_t hidden, int64_t inter, int blocks) {
+  const int64_t gate_slice = (inter + blocks - 1) / blocks + 1;
+  const int64_t down_slice = (hidden + blocks - 1) / blocks + 1;
+  return kActOffset + int64_t(act_floats(uint32_t(hidden), uint32_t(inter))) * 4 +
+         int64_t(Config::kRingEntries) * 5 / 2 + 2 * 4 * (2 * gate_slice + down_slice);
 }
-
-// Dynamic shared memory per block: all a block may opt in to, less the kernel's static part.
-int dynamic_smem_bytes(int max_smem_per_block) { return max_smem_per_block - 1024; }
 
 template <class T>
 Status launch(const Call& c, const DeviceInfo& dev, Stream stream) {
   const macko::Matrix& gu = *c.gate_up;
   const macko::Matrix& dn = *c.down;
   const int64_t hidden = dn.shape.rows, inter = dn.shape.cols;
-  const int smem = dynamic_smem_bytes(dev.max_smem_per_block);
-  const uint32_t cap = stage_entries(hidden, inter, smem);
-  if (int64_t(act_floats(uint32_t(hidden), uint32_t(inter))) * 4 > smem)
-    return unsupported("macko.swiglu_mlp: hidden " + std::to_string(hidden) + " / intermediate " +
-                       std::to_string(inter) + " do not fit shared memory as floats");
-  auto kernel = swiglu_mlp_kernel<T>;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Config::kThreads, smem));
-  if (per_sm < 1) return unsupported("macko.swiglu_mlp: a block does not fit an SM");
+  const int slot = c.slot_entries > 0 ? c.slot_entries : Config::kSlotEntries;
   // One block per SM: the grid barrier needs every block resident at once.
-  const uint32_t blocks = uint32_t(dev.sm_count);
+  const int blocks = dev.sm_count;
+  const int64_t smem = smem_bytes(hidden, inter, blocks);
+  auto kernel = swiglu_mlp_kernel<T>;
+  cudaFuncAttributes attr{};
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+  if (smem + int64_t(attr.sharedSizeBytes) > dev.max_smem_per_block)
+    return unsupported("macko.swiglu_mlp: hidden " + std::to_string(hidden) + " / intermediate " +
+                       std::to_string(inter) + " need " + std::to_string(smem) +
+                       " bytes of shared memory per block; this GPU has " +
+                       std::to_string(dev.max_smem_per_block));
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int per_sm = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &per_sm, kernel, Config::kThreads, size_t(smem)));
+  if (per_sm < 1) return unsupported("macko.swiglu_mlp: a block does not fit an SM");
   return cuda_status(
-      launch_kernel(c.dependent_launch, kernel, dim3(blocks), dim3(Config::kThreads), size_t(smem),
-                    stream, gu.row_ptr.data(), gu.values.data(), gu.deltas.data(),
-                    dn.row_ptr.data(), dn.values.data(), dn.deltas.data(),
-                    uint32_t(dn.entries()), uint32_t(hidden), uint32_t(inter),
-                    static_cast<const T*>(c.input), static_cast<T*>(c.x), static_cast<T*>(c.h),
-                    c.barrier, c.input_rms, c.rms_eps, cap),
+      launch_kernel(c.dependent_launch, kernel, dim3(unsigned(blocks)), dim3(Config::kThreads),
+                    size_t(smem), stream, gu.row_ptr.data(), gu.values.data(), gu.deltas.data(),
+                    uint32_t(gu.entries()), dn.row_ptr.data(), dn.values.data(),
+                    dn.deltas.data(), uint32_t(dn.entries()), uint32_t(hidden), uint32_t(inter),
+                    static_cast<const T*>(c.input), static_cast<T*>(c.x),
+                    static_cast<T*>(c.gate_up_out), c.barrier, c.input_rms, c.rms_eps,
+                    uint32_t(slot), c.timeline),
       "macko.swiglu_mlp launch");
 }
 
 }  // namespace
 
-Status check(const macko::Matrix& gu, const macko::Matrix& dn) {
+Status check(const macko::Matrix& gu, const macko::Matrix& dn, int slot_entries) {
   const std::string who = "macko.swiglu_mlp: ";
   if (gu.shape.dtype != dn.shape.dtype)
     return invalid_argument(who + "gate_up and down hold different dtypes");
@@ -321,17 +519,25 @@ Status check(const macko::Matrix& gu, const macko::Matrix& dn) {
   }
   if (hidden >= (int64_t(1) << 30) || inter >= (int64_t(1) << 30))
     return unsupported(who + "dimensions must stay below 2^30");
+  // A row's entries, widened to 32-aligned ends, must fit one slot of the ring.
+  const int64_t longest = std::max(gu.max_row_entries, dn.max_row_entries);
+  const int slot = slot_entries > 0 ? slot_entries : Config::kSlotEntries;
+  if (slot % 32 != 0 || Config::kRingEntries % slot != 0 ||
+      Config::kRingEntries / slot > Config::kMaxStages || Config::kRingEntries / slot < 2)
+    return invalid_argument(who + "slot_entries " + std::to_string(slot) +
+                            " must be a multiple of 32 that divides " +
+                            std::to_string(Config::kRingEntries) + " into 2.." +
+                            std::to_string(Config::kMaxStages) + " slots");
+  if (longest + 64 > int64_t(slot))
+    return unsupported(who + "a row of " + std::to_string(longest) +
+                       " entries does not fit a ring slot of " + std::to_string(slot));
   return Status::success();
 }
 
-int64_t stage_bytes(int64_t hidden, int64_t inter, int max_smem_per_block) {
-  return int64_t(stage_entries(hidden, inter, dynamic_smem_bytes(max_smem_per_block))) * 5 / 2;
-}
-
 Status run(const Call& c, Stream stream) {
-  if (!c.gate_up || !c.down || !c.input || !c.x || !c.h || !c.barrier)
+  if (!c.gate_up || !c.down || !c.input || !c.x || !c.gate_up_out || !c.barrier)
     return invalid_argument("macko.swiglu_mlp: a null weight, activation or barrier pointer");
-  SPARROW_RETURN_IF_ERROR(check(*c.gate_up, *c.down));
+  SPARROW_RETURN_IF_ERROR(check(*c.gate_up, *c.down, c.slot_entries));
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
   if (dev.cc_major < 9)
     return unsupported("macko.swiglu_mlp needs sm_90 or later (bulk copies, grid barrier)");

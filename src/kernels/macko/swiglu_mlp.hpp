@@ -4,15 +4,22 @@
 //
 // Why one kernel: at batch 1 the decode step is a chain of short kernels, and at high sparsity each
 // matmul is too small to reach DRAM bandwidth on its own (7B, 90 %: gate_up 22.5 MB in ~17 µs,
-// down 11.3 MB in ~12.5 µs inside the engine's chain). Session 28's read-only proxy showed the
-// targets need each matmul's weight bytes read while the kernel before it still computes. Here
-// every block copies its share of down's weights into shared memory (one bulk copy, before the
-// wait for the previous kernel) while the grid computes gate_up; one grid-wide barrier separates
-// the two phases; down then decodes from shared memory.
+// down 11.3 MB in ~12.5 µs inside the engine's chain). Session 28's read-only proxy showed that
+// the targets need each matmul's weight bytes read while the kernel before it still computes.
+// Here the weights stream into shared memory by bulk copies, decoupled from the decode: the
+// copies start before the previous kernel has finished and run on into down's rows while the grid
+// waits at the one barrier between gate_up and down.
 //
 // One block per SM, every block resident at once (the grid barrier needs it): the grid is the SM
-// count, each block takes a whole SM's shared memory, and the next kernel is only allowed to
-// launch after the barrier, so its blocks cannot take an SM a block of this grid still waits for.
+// count, each block takes most of an SM's shared memory, and the next kernel may only launch after
+// the barrier, so its blocks cannot take an SM a block of this grid still waits for.
+//
+// Status: an experiment (SPARROW_ENGINE_FUSED_MLP=1), correct but slower than the separate
+// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 33.5 / 58.0 / 92.8 µs against the
+// chain's 27.1 / 46.6 / 70.8 µs at 90 / 70 / 50 %; the engine at batch 1 −4 % / −13 % at 90 /
+// 70 %). The weights stream at ~1.6 TB/s: a 160 KB ring per SM keeps too few bytes in flight
+// once every SM refills at once, the slowest block sets the barrier, and h is rebuilt by every
+// block after it (bench/NOTES-decode.md, "Session 32").
 #pragma once
 
 #include <cstdint>
@@ -24,9 +31,22 @@
 namespace sparrow::kernels::macko_swiglu_mlp {
 
 struct Config {
-  static constexpr int kThreads = 1024;  // 32 warps: one block per SM
+  static constexpr int kThreads = 1024;  // 32 warps: one block per SM; warp 31 copies weights
   static constexpr int kChunk = 8;       // entries a lane decodes per step (16 bytes of values)
+  // The ring of weight entries in shared memory: 160 KB (values and deltas), in slots of
+  // kSlotEntries entries unless Call::slot_entries says otherwise (2..kMaxStages slots).
+  static constexpr int kRingEntries = 65536;
+  static constexpr int kSlotEntries = 16384;
+  static constexpr int kMaxStages = 16;
 };
+
+// Points of Call::timeline per block: start, after the wait for the previous kernel, input
+// staged, phase A done, after the grid barrier, h staged and the down stage landed, end.
+// After them, per fill k < kTracedFills of the ring: when its copy was issued, when it landed
+// (seen by warp 0), when its slot was free again (seen by the copying warp).
+constexpr int kTimelineFixedPoints = 7;
+constexpr int kTracedFills = 24;
+constexpr int kTimelinePoints = kTimelineFixedPoints + 3 * kTracedFills;
 
 // Device words the grid barrier keeps between calls (zeroed once, by the caller, before the first).
 constexpr int kBarrierWords = 2;
@@ -36,20 +56,19 @@ struct Call {
   const macko::Matrix* down = nullptr;     // (hidden, inter) on the device
   const void* input = nullptr;  // (hidden) gate_up's input: x itself when input_rms
   void* x = nullptr;            // (hidden) the residual, updated in place: x += down · h
-  void* h = nullptr;            // (inter) scratch: silu(g) ⊙ u, rounded to the dtype
+  void* gate_up_out = nullptr;  // (2 * inter) scratch: g then u, rounded to the dtype
   uint32_t* barrier = nullptr;  // kBarrierWords device words, zero before the first call
   bool input_rms = false;       // gate_up's outputs scaled by 1 / rms(input) (gain folded in W)
   float rms_eps = 0.f;
   bool dependent_launch = false;  // launched with PDL (dependent_launch.cuh)
+  uint64_t* timeline = nullptr;   // (SM count, kTimelinePoints) ns, or null: where the time goes
+  int slot_entries = 0;           // ring slot size in entries (0: Config::kSlotEntries)
 };
 
 // Whether the kernel runs these weights: macko, same dtype (fp16 / bf16), shapes that chain
-// (gate_up 2I x H, down H x I) and fit its 32-bit index arithmetic. An error says what does not.
-Status check(const macko::Matrix& gate_up, const macko::Matrix& down);
-
-// Shared memory the down stage gets per block on this device (bytes; the rest of down's rows of a
-// block, past the stage, are read from global memory after the barrier).
-int64_t stage_bytes(int64_t hidden, int64_t inter, int max_smem_per_block);
+// (gate_up 2I x H, down H x I), rows that fit a ring slot, 32-bit index arithmetic. An error says
+// what does not. (run() also refuses activations that do not fit the GPU's shared memory.)
+Status check(const macko::Matrix& gate_up, const macko::Matrix& down, int slot_entries = 0);
 
 Status run(const Call& c, Stream stream);
 
