@@ -501,7 +501,7 @@ class GpuBackend final : public Backend {
     c.down = dn;
     c.input = in.data;
     c.x = x_.get();
-    c.gate_up_out = gate_up_.get();
+    c.h = gate_.get();
     c.barrier = mlp_barrier_.get<uint32_t>();
     c.input_rms = in.input_rms;
     c.rms_eps = in.eps;

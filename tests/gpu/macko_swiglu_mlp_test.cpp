@@ -2,7 +2,7 @@
 // round (g and u to the dtype after the matmul, h after silu(g) * u): odd and Llama shapes, fp16
 // and bf16, with and without the folded norm, few and many ring slots per block, empty rows, uneven
 // (magnitude) rows, repeated calls (the grid barrier's state carries over) and graph replay. The
-// g / u scratch starts poisoned with NaN.
+// h scratch starts poisoned with NaN.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -110,7 +110,7 @@ void check_case(const Case& c, uint64_t seed, int calls, bool graph) {
   HostMatrix other = patterns::dense_random(c.dtype, 1, c.hidden, seed + 4);
   test::DeviceMatrix dx = test::DeviceMatrix::upload(x);
   test::DeviceMatrix dother = test::DeviceMatrix::upload(other);
-  test::DeviceMatrix dh = test::DeviceMatrix::alloc(c.dtype, 1, 2 * c.inter);
+  test::DeviceMatrix dh = test::DeviceMatrix::alloc(c.dtype, 1, c.inter);
   dh.poison();
   uint32_t* barrier = nullptr;
   ASSERT_EQ(cudaMalloc(&barrier, mlp::kBarrierWords * 4), cudaSuccess);
@@ -121,7 +121,7 @@ void check_case(const Case& c, uint64_t seed, int calls, bool graph) {
   call.down = &std::get<macko::Matrix>(dn.value());
   call.input = c.input_rms ? dx.view.data : dother.view.data;
   call.x = dx.view.data;
-  call.gate_up_out = dh.view.data;
+  call.h = dh.view.data;
   call.barrier = barrier;
   call.input_rms = c.input_rms;
   call.rms_eps = test::kRmsEps;
@@ -229,7 +229,7 @@ TEST(MackoSwigluMlpTiming, Llama7b) {
       call.down = &std::get<macko::Matrix>(dn[size_t(c)]);
       call.input = xin.view.data;
       call.x = x.view.data;
-      call.gate_up_out = gate_up.view.data;
+      call.h = h.view.data;
       call.barrier = barrier;
       call.input_rms = true;
       call.rms_eps = test::kRmsEps;

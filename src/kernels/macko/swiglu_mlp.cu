@@ -7,11 +7,11 @@
 //     finished and runs on into down's rows while the grid is still in phase A or at the barrier;
 //   - phase A (after the wait for the previous kernel and the input staged in shared memory as
 //     floats): the computing warps decode each slot's rows (row j of the block to warp j % 31)
-//     from shared memory and write g and u, rounded as the separate gate_up matmul rounds them;
+//     from shared memory into g and u (rounded as the separate gate_up matmul rounds them); each
+//     block then writes h = silu(g) * u of its rows (rounded as the swiglu kernel rounds it);
 //   - a grid barrier (every block resident: one block per SM, grid = SM count), after which the
 //     next kernel may launch;
-//   - phase B: h = silu(g) * u into shared memory (rounded once, as the swiglu kernel does), then
-//     down's rows from the ring, added to x.
+//   - phase B: all of h into shared memory, then down's rows from the ring, added to x.
 // The row walk (slot_row_dot) is macko.warp_row's step decode, reading a ring slot.
 #include "kernels/macko/swiglu_mlp.hpp"
 
@@ -171,8 +171,9 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
 
 // dst[i] = src[i] as floats, i < n, by the block's first `threads` threads, 8 elements per 16-byte
 // load where src is 16-byte aligned (one or two loads per thread for Llama sizes, all in flight
-// together, instead of a dependent round trip per element). Returns this thread's sum of squares.
-template <class T>
+// together, instead of a dependent round trip per element). L2: src was written by other blocks of
+// this kernel (read past L1). Returns this thread's sum of squares.
+template <bool L2, class T>
 __device__ __forceinline__ float stage_floats(float* dst, const T* src, uint32_t n,
                                               uint32_t threads) {
   float ss = 0.f;
@@ -180,7 +181,7 @@ __device__ __forceinline__ float stage_floats(float* dst, const T* src, uint32_t
   const uint32_t vecs = vec ? n / 8 : 0;
   for (uint32_t i = threadIdx.x; i < vecs; i += threads) {
     const uint4* p = reinterpret_cast<const uint4*>(src) + i;
-    const uint4 v = *p;
+    const uint4 v = L2 ? __ldcg(p) : *p;
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -191,7 +192,7 @@ __device__ __forceinline__ float stage_floats(float* dst, const T* src, uint32_t
     }
   }
   for (uint32_t i = vecs * 8 + threadIdx.x; i < n; i += threads) {
-    const float f = to_float(src[i]);
+    const float f = to_float(L2 ? __ldcg(src + i) : src[i]);
     dst[i] = f;
     ss = fmaf(f, f, ss);
   }
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                       const uint8_t* __restrict__ gu_deltas, uint32_t gu_entries,
                       const uint32_t* __restrict__ dn_ptr, const uint16_t* __restrict__ dn_vals,
                       const uint8_t* __restrict__ dn_deltas, uint32_t dn_entries, uint32_t hidden,
-                      uint32_t inter, const T* input, T* x, T* gu_out, uint32_t* barrier,
+                      uint32_t inter, const T* input, T* x, T* h, uint32_t* barrier,
                       bool input_rms, float eps, uint32_t slot_entries, uint64_t* timeline) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The ring: Config::kRingEntries entries in `stages` slots of `cap` entries each.
@@ -272,6 +273,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const uint32_t slice_words = 2 * (pb - pa + 1) + (r1 - r0 + 1);
   uint32_t* rp_copy = reinterpret_cast<uint32_t*>(ring + stages * slot_bytes);
   uint32_t* rp_compute = rp_copy + slice_words;
+  float* g_u = reinterpret_cast<float*>(rp_compute + slice_words);  // (2 * (pb - pa)): g, then u
   // Segment g with its slice in `rp` (selects, not an indexed array: that would live in local
   // memory).
   auto segment = [&](uint32_t g, uint32_t* rp) {
@@ -357,7 +359,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   wait_for_previous();
   mark(1);
   // The input as floats and its sum of squares (every block reads all of it: 8 KB at 4096).
-  const float ss = warp_sum(stage_floats(act, input, hidden, kConsumers * 32));
+  const float ss = warp_sum(stage_floats<false>(act, input, hidden, kConsumers * 32));
   if (lane == 0) warp_part[warp] = ss;
   consumers_sync();
   mark(2);
@@ -400,15 +402,22 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
   };
 
-  // 3. Phase A: g and u of the block's rows, rounded to T as the separate gate_up matmul writes
-  // them.
+  // 3. Phase A: g and u of the block's rows into shared memory, rounded to T as the separate
+  // gate_up matmul writes them; then h = silu(g) * u of the block's rows [pa, pb), rounded once as
+  // the swiglu kernel rounds it, to global memory for every block.
   consume(
       2 * (pb - pa), [](uint32_t) { return 0.f; },
       [&](uint32_t row, float, float dot) {
-        if (lane == 0) gu_out[row] = from_float<T>(dot * scale);
+        if (lane == 0) g_u[row < inter ? row - pa : (pb - pa) + (row - inter - pa)] =
+            to_float(from_float<T>(dot * scale));
       });
+  consumers_sync();
+  for (uint32_t i = threadIdx.x; i < pb - pa; i += kConsumers * 32) {
+    const float g = g_u[i], u = g_u[(pb - pa) + i];
+    h[pa + i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+  }
 
-  // 4. Every block's g and u are written; every block has read the input (x may change now).
+  // 4. Every block's part of h is written; every block has read the input (x may change now).
   consumers_sync();
   mark(3);
   if (threadIdx.x == 0) grid_arrive_and_wait(barrier, gridDim.x);
@@ -416,30 +425,9 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   mark(4);
   let_next_launch();
 
-  // 5. Phase B: h = silu(g) * u into shared memory (g, u written by other blocks: read through
-  // L2), rounded once as the swiglu kernel rounds it; then down's rows, added to x.
-  {
-    auto h_of = [](float g, float u) {
-      return to_float(from_float<T>(g / (1.0f + __expf(-g)) * u));
-    };
-    // 8 of g and 8 of u per 16-byte load where both halves are 16-byte aligned (two loads per
-    // thread in flight for Llama sizes, instead of a dependent round trip per element).
-    const bool vec = reinterpret_cast<uintptr_t>(gu_out) % 16 == 0 && inter % 8 == 0;
-    const uint32_t vecs = vec ? inter / 8 : 0;
-    for (uint32_t i = threadIdx.x; i < vecs; i += kConsumers * 32) {
-      const uint4 g8 = __ldcg(reinterpret_cast<const uint4*>(gu_out) + i);
-      const uint4 u8 = __ldcg(reinterpret_cast<const uint4*>(gu_out + inter) + i);
-      const uint32_t gw[4] = {g8.x, g8.y, g8.z, g8.w}, uw[4] = {u8.x, u8.y, u8.z, u8.w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 g = unpack2<T>(gw[q]), u = unpack2<T>(uw[q]);
-        act[8 * i + 2 * q] = h_of(g.x, u.x);
-        act[8 * i + 2 * q + 1] = h_of(g.y, u.y);
-      }
-    }
-    for (uint32_t i = vecs * 8 + threadIdx.x; i < inter; i += kConsumers * 32)
-      act[i] = h_of(to_float(__ldcg(gu_out + i)), to_float(__ldcg(gu_out + inter + i)));
-  }
+  // 5. Phase B: h into shared memory as floats (written by other blocks in this kernel: read
+  // through L2), then down's rows from the ring, added to x.
+  stage_floats<true>(act, h, inter, kConsumers * 32);
   consumers_sync();
   mark(5);
   consume(
@@ -458,12 +446,13 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 
 // Dynamic shared memory of a launch: the activations as floats, the ring, two copies of the
 // block's row_ptr slices (a block's rows of a matrix are at most ceil(rows / blocks); a slice
-// holds one word more).
+// holds one word more), the block's g and u.
 int64_t smem_bytes(int64_t hidden, int64_t inter, int blocks) {
   const int64_t gate_slice = (inter + blocks - 1) / blocks + 1;
   const int64_t down_slice = (hidden + blocks - 1) / blocks + 1;
   return kActOffset + int64_t(act_floats(uint32_t(hidden), uint32_t(inter))) * 4 +
-         int64_t(Config::kRingEntries) * 5 / 2 + 2 * 4 * (2 * gate_slice + down_slice);
+         int64_t(Config::kRingEntries) * 5 / 2 + 2 * 4 * (2 * gate_slice + down_slice) +
+         4 * 2 * gate_slice;
 }
 
 template <class T>
@@ -495,7 +484,7 @@ Status launch(const Call& c, const DeviceInfo& dev, Stream stream) {
                     uint32_t(gu.entries()), dn.row_ptr.data(), dn.values.data(),
                     dn.deltas.data(), uint32_t(dn.entries()), uint32_t(hidden), uint32_t(inter),
                     static_cast<const T*>(c.input), static_cast<T*>(c.x),
-                    static_cast<T*>(c.gate_up_out), c.barrier, c.input_rms, c.rms_eps,
+                    static_cast<T*>(c.h), c.barrier, c.input_rms, c.rms_eps,
                     uint32_t(slot), c.timeline),
       "macko.swiglu_mlp launch");
 }
@@ -535,7 +524,7 @@ Status check(const macko::Matrix& gu, const macko::Matrix& dn, int slot_entries)
 }
 
 Status run(const Call& c, Stream stream) {
-  if (!c.gate_up || !c.down || !c.input || !c.x || !c.gate_up_out || !c.barrier)
+  if (!c.gate_up || !c.down || !c.input || !c.x || !c.h || !c.barrier)
     return invalid_argument("macko.swiglu_mlp: a null weight, activation or barrier pointer");
   SPARROW_RETURN_IF_ERROR(check(*c.gate_up, *c.down, c.slot_entries));
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());

@@ -15,11 +15,12 @@
 // the barrier, so its blocks cannot take an SM a block of this grid still waits for.
 //
 // Status: an experiment (SPARROW_ENGINE_FUSED_MLP=1), correct but slower than the separate
-// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 33.5 / 58.0 / 92.8 µs against the
-// chain's 27.1 / 46.6 / 70.8 µs at 90 / 70 / 50 %; the engine at batch 1 −4 % / −13 % at 90 /
+// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 32.6 / 56.6 / 90.9 µs against the
+// chain's 27.3 / 46.4 / 70.4 µs at 90 / 70 / 50 %; the engine at batch 1 −3 % / −12 % at 90 /
 // 70 %). The weights stream at ~1.6 TB/s: a 160 KB ring per SM keeps too few bytes in flight
-// once every SM refills at once, the slowest block sets the barrier, and h is rebuilt by every
-// block after it (bench/NOTES-decode.md, "Session 32").
+// once every SM refills at once, the slowest block sets the barrier, every block then reads all
+// of h, and at 50-70 % down's long rows leave most warps idle per slot (bench/NOTES-decode.md,
+// "Session 32").
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,7 @@ struct Call {
   const macko::Matrix* down = nullptr;     // (hidden, inter) on the device
   const void* input = nullptr;  // (hidden) gate_up's input: x itself when input_rms
   void* x = nullptr;            // (hidden) the residual, updated in place: x += down · h
-  void* gate_up_out = nullptr;  // (2 * inter) scratch: g then u, rounded to the dtype
+  void* h = nullptr;            // (inter) scratch: silu(g) ⊙ u, rounded to the dtype
   uint32_t* barrier = nullptr;  // kBarrierWords device words, zero before the first call
   bool input_rms = false;       // gate_up's outputs scaled by 1 / rms(input) (gain folded in W)
   float rms_eps = 0.f;
