@@ -5,6 +5,7 @@
 // exceptions), and every choice carries the reason it was made.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -58,6 +59,12 @@ enum class EngineMatmul { qkv, o, gate_up, down };
 // The engine matmul a Hugging Face tensor name feeds ("model.layers.3.self_attn.k_proj.weight":
 // qkv), or nullopt for any other tensor.
 std::optional<EngineMatmul> engine_matmul_of(const std::string& tensor_name);
+
+// "qkv=F,o=F,gate_up=F,down=F": a format per engine matmul (EngineMatmul's order), each of the
+// four named once, F a format name (bench-model's and prune's --format, to apply what
+// SPARROW_ENGINE_STAMPS measured per matmul). nullopt when `format` is not a list (no '=');
+// otherwise the formats, or an invalid_argument that names what is wrong.
+std::optional<Result<std::array<Format, 4>>> matmul_format_list(const std::string& format);
 
 // The layers one engine matmul stacks (q, k, v; or gate, up; or o or down alone): add each, then
 // pick the format that decodes them fastest at N tokens, pick_format as the engine calls that

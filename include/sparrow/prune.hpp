@@ -97,10 +97,11 @@ struct ModelPruneOptions {
   Method method = Method::magnitude;
   std::optional<Granularity> granularity;  // default: layer for magnitude/random, row for wanda
   Structure structure;
-  // auto | fastest | dense | csr | macko | tca_bme | tiled_csl | nm. fastest: per engine matmul
-  // (sparrow/dispatch.hpp's EngineMatmul: q, k, v alike, gate, up alike) the format the GPU
-  // engine decodes fastest at `batch` tokens per matmul (the rule table), from the layers'
-  // target sparsity; dense where no sparse kernel measured faster.
+  // auto | fastest | dense | csr | macko | tca_bme | tiled_csl | nm | qkv=F,o=F,gate_up=F,down=F.
+  // fastest: per engine matmul (sparrow/dispatch.hpp's EngineMatmul: q, k, v alike, gate, up
+  // alike) the format the GPU engine decodes fastest at `batch` tokens per matmul (the rule
+  // table), from the layers' target sparsity; dense where no sparse kernel measured faster. The
+  // list names a format per engine matmul (matmul_format_list).
   std::string format = "auto";
   int64_t batch = 1;  // fastest: the decode batch size the formats are picked for
   std::string schedule = "uniform";  // uniform | owl | path to a JSON file

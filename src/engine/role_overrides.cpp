@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/comma_list.hpp"
+#include "core/comma_list.hpp"
 
 namespace sparrow::engine {
 

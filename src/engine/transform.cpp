@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "core/parallel.hpp"
-#include "engine/comma_list.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/io/synth.hpp"
@@ -66,37 +65,6 @@ std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
                                 {c.intermediate, c.hidden}, {c.intermediate, c.hidden},
                                 {c.hidden, c.intermediate}};
   return {shapes[which][0], shapes[which][1]};
-}
-
-// "qkv=F,o=F,gate_up=F,down=F": a format per engine matmul, each of the four named once (a
-// format list the CLI takes to apply what SPARROW_ENGINE_STAMPS measured per matmul). Null
-// when `format` is not a list (no '='); otherwise the formats or an invalid_argument that names
-// what is wrong.
-std::optional<Result<std::array<Format, 4>>> matmul_format_list(const std::string& format) {
-  if (format.find('=') == std::string::npos) return std::nullopt;
-  const char* names[4] = {"qkv", "o", "gate_up", "down"};
-  std::array<Format, 4> out{};
-  bool seen[4] = {};
-  auto bad = [&](const std::string& why) -> Result<std::array<Format, 4>> {
-    return invalid_argument("format list '" + format + "': " + why +
-                            " (expected qkv=F,o=F,gate_up=F,down=F with F a format name)");
-  };
-  for (const std::string& item : split_list(format)) {
-    const auto [name, value, has_value] = split_key_value(item);
-    if (!has_value) return bad("'" + item + "' has no '='");
-    int which = -1;
-    for (int i = 0; i < 4; ++i)
-      if (name == names[i]) which = i;
-    if (which < 0) return bad("unknown matmul '" + name + "'");
-    if (seen[which]) return bad("'" + name + "' named twice");
-    const auto f = parse_format(value);
-    if (!f) return bad("unknown format '" + value + "'");
-    seen[which] = true;
-    out[size_t(which)] = *f;
-  }
-  for (int i = 0; i < 4; ++i)
-    if (!seen[i]) return bad("'" + std::string(names[i]) + "' missing");
-  return out;
 }
 
 // Formats for a decoder layer's seven matrices of these densities (non-zeros / elements). "auto":

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,7 +58,8 @@ struct Encoded {
   uint64_t bytes = 0;
 };
 
-// Encodes in `format`: a format name (forced; "fastest" resolves to one before this), or auto,
+// Encodes in `format`: a format name (forced; "fastest" and a per-matmul list resolve to one before
+// this), or auto,
 // the smallest among those that can encode the layer, never one larger than the dense tensor.
 Result<Encoded> encode_layer(const HostMatrix& m, const std::string& format,
                              const ModelPruneOptions& o) {
@@ -205,14 +207,25 @@ Result<ModelPruneReport> prune_model(
     return invalid_argument("--sparsity must be in [0, 1), got " + std::to_string(o.sparsity));
   }
   const bool fastest = o.format == "fastest";
-  if (o.format != "auto" && !fastest && !parse_format(o.format)) {
+  // A format per engine matmul ("qkv=F,o=F,gate_up=F,down=F"): q, k and v take qkv's, gate and
+  // up gate_up's; a candidate tensor the engine does not stack or name gets auto.
+  std::optional<std::array<Format, 4>> per_matmul;
+  if (auto list = matmul_format_list(o.format)) {
+    if (!list->ok()) return list->status();
+    per_matmul = list->value();
+  }
+  if (o.format != "auto" && !fastest && !per_matmul && !parse_format(o.format)) {
     return invalid_argument("unknown --format '" + o.format +
-                            "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm)");
+                            "' (auto, fastest, dense, csr, macko, tca_bme, tiled_csl, nm, or "
+                            "qkv=F,o=F,gate_up=F,down=F)");
   }
   if (o.batch < 1) {
     return invalid_argument("--batch must be at least 1, got " + std::to_string(o.batch));
   }
-  if (o.format == "nm" && !is_nm) {
+  const bool nm_named =
+      o.format == "nm" ||
+      (per_matmul && std::count(per_matmul->begin(), per_matmul->end(), Format::nm) > 0);
+  if (nm_named && !is_nm) {
     return invalid_argument("--format nm needs an N:M --structure (e.g. --structure 2:4)");
   }
   if (o.method == Method::wanda && o.calibration.empty()) {
@@ -370,6 +383,10 @@ Result<ModelPruneReport> prune_model(
     lr.sparsity = zero_fraction(m.view());
     const auto t1 = Clock::now();
     std::string format = o.format;
+    if (per_matmul) {
+      const std::optional<EngineMatmul> em = engine_matmul_of(name);
+      format = em ? format_name((*per_matmul)[size_t(*em)]) : "auto";
+    }
     if (fastest) {
       const FormatPick& pick = picks.at(name);
       format = format_name(pick.format);

@@ -202,6 +202,45 @@ TEST_F(CliPrune, FastestPicksWhatTheEngineDecodesFastest) {
   prune(model() + " --format macko --batch 8", "fb1", 2, "--batch applies to --format fastest");
 }
 
+// --format qkv=F,o=F,gate_up=F,down=F: every tensor of an engine matmul in that matmul's format
+// (q, k, v alike; gate, up alike), as bench-model builds its models; the checkpoint then runs.
+TEST_F(CliPrune, FormatPerEngineMatmul) {
+  auto cfg = sparrow::engine::synth_config("tiny");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+  const std::string out = (root_ / "per-matmul").string();
+  const CliRun r = run_cli("prune " + model() +
+                           " --sparsity 0.7 --format qkv=macko,o=dense,gate_up=tca_bme,down=csr"
+                           " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::pair<const char*, const char*> want[7] = {
+      {"self_attn.q_proj", "macko"},  {"self_attn.k_proj", "macko"}, {"self_attn.v_proj", "macko"},
+      {"self_attn.o_proj", "dense"},  {"mlp.gate_proj", "tca_bme"},  {"mlp.up_proj", "tca_bme"},
+      {"mlp.down_proj", "csr"}};
+  for (int64_t layer = 0; layer < cfg.value().layers; ++layer) {
+    for (const auto& [role, format] : want) {
+      const std::string name = "model.layers." + std::to_string(layer) + "." + role + ".weight";
+      std::istringstream lines(r.out);
+      std::string line, got;
+      while (std::getline(lines, line)) {
+        if (line.rfind(name + " ", 0) != 0) continue;
+        std::istringstream fields(line);
+        std::string f[5];
+        for (auto& x : f) fields >> x;  // name shape target sparsity format
+        got = f[4];
+      }
+      EXPECT_EQ(got, format) << name << "\n" << r.out;
+    }
+  }
+  const CliRun run = run_cli("run -m " + out + " --tokens 1,2,3 -n 4 --backend cpu");
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("tokens: "), std::string::npos) << run.out;
+  prune(model() + " --format qkv=macko,o=dense", "pl1", 2, "'gate_up' missing");
+  prune(model() + " --format qkv=zip,o=dense,gate_up=dense,down=dense", "pl2", 2,
+        "unknown format 'zip'");
+  prune(model() + " --format qkv=nm,o=dense,gate_up=dense,down=dense", "pl3", 2,
+        "--format nm needs an N:M --structure");
+}
+
 TEST_F(CliPrune, SynthRefusesBadArguments) {
   CliRun r = run_cli("synth --preset huge --out " + (root_ / "s1").string());
   EXPECT_EQ(r.code, 2) << r.out;

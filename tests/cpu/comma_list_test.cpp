@@ -1,12 +1,12 @@
-// engine/comma_list: the one splitting of the engine's knobs and format lists.
-#include "engine/comma_list.hpp"
+// core/comma_list: the one splitting of the engine's knobs and the per-matmul format lists.
+#include "core/comma_list.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-using namespace sparrow::engine;
+using namespace sparrow;
 using Fields = std::vector<std::string>;
 
 TEST(CommaList, FieldsAreTrimmedAndEmptyOnesKept) {

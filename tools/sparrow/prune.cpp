@@ -124,7 +124,8 @@ void register_prune(CLI::App& app, int& exit_code) {
       "--format fastest picks, per matmul of the GPU engine (q/k/v stacked, o, gate/up "
       "stacked, down), the format the engine decodes fastest at --batch tokens (the shipped "
       "rule table, measured on one GPU), and keeps it dense where no sparse kernel measured "
-      "faster than cuBLAS.\n"
+      "faster than cuBLAS. qkv=F,o=F,gate_up=F,down=F names a format per engine matmul (q, k, v "
+      "take qkv's, gate and up gate_up's), as bench-model's --format does.\n"
       "Exit codes: 0 ok, 2 bad arguments, 1 bad input data or I/O failure (nothing is written).");
   cmd->add_option("--model", args->model, "input model directory (config.json + safetensors)")
       ->required();
@@ -137,7 +138,8 @@ void register_prune(CLI::App& app, int& exit_code) {
   cmd->add_option("--structure", args->structure, "unstructured | N:M[:L] (along K) | block:BxB")
       ->capture_default_str();
   cmd->add_option("--format", args->format,
-                  "auto | fastest | dense | csr | macko | tca_bme | tiled_csl | nm")
+                  "auto | fastest | dense | csr | macko | tca_bme | tiled_csl | nm | "
+                  "qkv=F,o=F,gate_up=F,down=F")
       ->capture_default_str();
   cmd->add_option("--batch", args->batch,
                   "--format fastest: the decode batch size (tokens per matmul) to pick for "

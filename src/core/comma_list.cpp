@@ -1,6 +1,6 @@
-#include "engine/comma_list.hpp"
+#include "core/comma_list.hpp"
 
-namespace sparrow::engine {
+namespace sparrow {
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -25,4 +25,4 @@ KeyValue split_key_value(const std::string& item) {
   return {trim(item.substr(0, eq)), trim(item.substr(eq + 1)), true};
 }
 
-}  // namespace sparrow::engine
+}  // namespace sparrow

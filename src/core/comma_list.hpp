@@ -1,13 +1,13 @@
-// The comma lists the engine reads: its experiment knobs ("o=tca_bme.mma, down=macko.warp_row",
+// The comma lists sparrow reads: the engine's experiment knobs ("o=tca_bme.mma, down=macko.warp_row",
 // "o,down", "blocks_per_sm=1,early_kib=96") and the per-matmul format list
-// ("qkv=dense,o=dense,gate_up=tca_bme,down=tca_bme"). One splitting for all of them, so they agree
-// on spaces and empty fields.
+// ("qkv=dense,o=dense,gate_up=tca_bme,down=tca_bme") of bench-model and prune. One splitting for
+// all of them, so they agree on spaces and empty fields.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace sparrow::engine {
+namespace sparrow {
 
 // `s` without leading and trailing spaces and tabs.
 std::string trim(const std::string& s);
@@ -23,4 +23,4 @@ struct KeyValue {
 };
 KeyValue split_key_value(const std::string& item);
 
-}  // namespace sparrow::engine
+}  // namespace sparrow
