@@ -310,11 +310,12 @@ TEST(MackoSwigluMlpTiming, Llama7b) {
       std::printf("  %-8s min %7.2f  median %7.2f  max %7.2f us\n", names[p], v.front(),
                   v[v.size() / 2], v.back());
     }
-    std::printf("  ring fills (median us): issued / landed / slot free again\n");
+    std::printf("  ring fills (median us): issued / warp 0 waits / landed / slot free again\n");
     for (int k = 0; k < mlp::kTracedFills; ++k) {
       const double a = median_of(mlp::kTimelineFixedPoints + k);
       if (a < 0) break;
-      std::printf("   %2d  %7.2f  %7.2f  %7.2f\n", k, a,
+      std::printf("   %2d  %7.2f  %7.2f  %7.2f  %7.2f\n", k, a,
+                  median_of(mlp::kTimelineFixedPoints + 3 * mlp::kTracedFills + k),
                   median_of(mlp::kTimelineFixedPoints + mlp::kTracedFills + k),
                   median_of(mlp::kTimelineFixedPoints + 2 * mlp::kTracedFills + k));
     }

@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The ring: Config::kRingEntries entries in `stages` slots of `cap` entries each.
   const uint32_t cap = slot_entries;  // a launch parameter (Call::slot_entries)
-  const uint32_t stages = Config::kRingEntries / slot_entries;
+  const uint32_t stages = Config::kRingEntries / slot_entries;  // a power of two (check())
+  const uint32_t stage_shift = __ffs(stages) - 1;  // k / stages and k % stages without a divide
   constexpr uint32_t kConsumers = Config::kThreads / 32 - 1;  // warps 0..30; warp 31 copies
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t full[Config::kMaxStages], empty[Config::kMaxStages];
@@ -255,7 +256,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       timeline[size_t(blockIdx.x) * kTimelinePoints + point] = global_timer_ns();
   };
   // The ring's events of fill k < kTracedFills: kind 0 copy issued, 1 landed (seen by warp 0),
-  // 2 its slot free again for fill k + stages (seen by the copying warp).
+  // 2 its slot free again for fill k + stages (seen by the copying warp), 3 warp 0 starts waiting
+  // for it (so 1 - 3 is how long the computing warps waited for the copy).
   auto trace_fill = [&](int kind, uint32_t k) {
     if (timeline && k < uint32_t(kTracedFills))
       timeline[size_t(blockIdx.x) * kTimelinePoints + kTimelineFixedPoints +
@@ -327,10 +329,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         }
         if (lane == 0) {
           const uint32_t end = min(ceil32(sg.rp[re - sg.a]), sg.entries);
-          const int slot = int(k % stages);
+          const int slot = int(k & (stages - 1));
           if (k >= stages) {
             tc::mbar_wait(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[slot])),
-                          (k / stages - 1) & 1);
+                          ((k >> stage_shift) - 1) & 1);
             trace_fill(2, k - stages);
           }
           slot_rows[slot] = StageRows{g, r, re, base};
@@ -377,18 +379,22 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // after it.
   auto consume = [&](uint32_t rows, auto&& pre, auto&& out) {
     uint32_t seen = 0;
+    // This warp's first row in the next slot: the offset of the next row j with j % kConsumers ==
+    // warp, kept up to date instead of worked out (two divisions) per slot.
+    uint32_t first = uint32_t(warp);
     while (seen < rows) {
-      const int slot = int(k % stages);
+      const int slot = int(k & (stages - 1));
+      if (threadIdx.x == 0) trace_fill(3, k);
       tc::mbar_wait(static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot])),
-                    (k / stages) & 1);
+                    (k >> stage_shift) & 1);
       if (threadIdx.x == 0) trace_fill(1, k);
       const StageRows st = slot_rows[slot];
       const Segment sg = segment(st.seg, rp_compute);
       const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(ring)) +
                           uint32_t(slot) * slot_bytes;
       const uint32_t n_rows = st.row_end - st.row_begin;
-      for (uint32_t off = (uint32_t(warp) + kConsumers - seen % kConsumers) % kConsumers;
-           off < n_rows; off += kConsumers) {
+      uint32_t off = first;
+      for (; off < n_rows; off += kConsumers) {
         const uint32_t row = st.row_begin + off;
         const float before = pre(row);
         const float dot = slot_row_dot<T>(sg.rp[row - sg.a], sg.rp[row - sg.a + 1],
@@ -397,6 +403,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       }
       // Every thread that read the slot arrives (each thread's reads ordered before its release).
       tc::mbar_arrive(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[slot])));
+      first = off - n_rows;  // off is the first of this warp's rows past the slot
       seen += n_rows;
       ++k;
     }
@@ -511,10 +518,10 @@ Status check(const macko::Matrix& gu, const macko::Matrix& dn, int slot_entries)
   // A row's entries, widened to 32-aligned ends, must fit one slot of the ring.
   const int64_t longest = std::max(gu.max_row_entries, dn.max_row_entries);
   const int slot = slot_entries > 0 ? slot_entries : Config::kSlotEntries;
-  if (slot % 32 != 0 || Config::kRingEntries % slot != 0 ||
-      Config::kRingEntries / slot > Config::kMaxStages || Config::kRingEntries / slot < 2)
+  if (slot <= 0 || (slot & (slot - 1)) != 0 || Config::kRingEntries / slot > Config::kMaxStages ||
+      Config::kRingEntries / slot < 2)
     return invalid_argument(who + "slot_entries " + std::to_string(slot) +
-                            " must be a multiple of 32 that divides " +
+                            " must be a power of two that divides " +
                             std::to_string(Config::kRingEntries) + " into 2.." +
                             std::to_string(Config::kMaxStages) + " slots");
   if (longest + 64 > int64_t(slot))

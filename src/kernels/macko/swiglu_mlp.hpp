@@ -15,11 +15,11 @@
 // the barrier, so its blocks cannot take an SM a block of this grid still waits for.
 //
 // Status: an experiment (SPARROW_ENGINE_FUSED_MLP=1), correct but slower than the separate
-// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 32.6 / 56.6 / 90.9 µs against the
-// chain's 27.3 / 46.4 / 70.4 µs at 90 / 70 / 50 %; the engine at batch 1 −3 % / −12 % at 90 /
-// 70 %). The weights stream at ~1.6 TB/s: a 160 KB ring per SM keeps too few bytes in flight
-// once every SM refills at once, the slowest block sets the barrier, every block then reads all
-// of h, and at 50-70 % down's long rows leave most warps idle per slot (bench/NOTES-decode.md,
+// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 31.9 / 56.0 / 90.3 µs against the
+// chain's 27.4 / 46.4 / 70.4 µs at 90 / 70 / 50 %; the engine at batch 1 −3 % / −12 % at 90 /
+// 70 %). Its 31 computing warps per SM issue ~1.1 warp instructions per entry (macko.warp_row:
+// 0.64) and set the pace, the slowest block sets the barrier, every block then reads all of h,
+// and at 50-70 % down's long rows leave most warps idle per slot (bench/NOTES-decode.md,
 // "Session 32").
 #pragma once
 
@@ -44,10 +44,11 @@ struct Config {
 // Points of Call::timeline per block: start, after the wait for the previous kernel, input
 // staged, phase A done, after the grid barrier, h staged and the down stage landed, end.
 // After them, per fill k < kTracedFills of the ring: when its copy was issued, when it landed
-// (seen by warp 0), when its slot was free again (seen by the copying warp).
+// (seen by warp 0), when its slot was free again (seen by the copying warp), when warp 0 began
+// waiting for it.
 constexpr int kTimelineFixedPoints = 7;
 constexpr int kTracedFills = 24;
-constexpr int kTimelinePoints = kTimelineFixedPoints + 3 * kTracedFills;
+constexpr int kTimelinePoints = kTimelineFixedPoints + 4 * kTracedFills;
 
 // Device words the grid barrier keeps between calls (zeroed once, by the caller, before the first).
 constexpr int kBarrierWords = 2;
@@ -63,7 +64,7 @@ struct Call {
   float rms_eps = 0.f;
   bool dependent_launch = false;  // launched with PDL (dependent_launch.cuh)
   uint64_t* timeline = nullptr;   // (SM count, kTimelinePoints) ns, or null: where the time goes
-  int slot_entries = 0;           // ring slot size in entries (0: Config::kSlotEntries)
+  int slot_entries = 0;  // ring slot size in entries, a power of two (0: Config::kSlotEntries)
 };
 
 // Whether the kernel runs these weights: macko, same dtype (fp16 / bf16), shapes that chain
