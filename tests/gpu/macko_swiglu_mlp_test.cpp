@@ -1,7 +1,7 @@
 // macko.swiglu_mlp vs a CPU reference in double that rounds where the engine's separate kernels
 // round (g and u to the dtype after the matmul, h after silu(g) * u): odd and Llama shapes, fp16
-// and bf16, with and without the folded norm, few and many ring slots per block, empty rows, uneven
-// (magnitude) rows, repeated calls (the grid barrier's state carries over) and graph replay. The
+// and bf16, with and without the folded norm, few and many ring slots per block, gate_up's rows one
+// or two per warp, empty rows, uneven (magnitude) rows, repeated calls (the grid barrier's state carries over) and graph replay. The
 // h scratch starts poisoned with NaN.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -76,13 +76,15 @@ struct Case {
   bool input_rms;
   bool empty_rows = false;
   int slot_entries = 0;  // Call::slot_entries (0: the default)
+  int half_warps = -1;   // Call::half_warps (-1: by the average row length)
 };
 
 std::string name_of(const Case& c) {
   return std::to_string(c.hidden) + "/" + std::to_string(c.inter) + " s=" +
          std::to_string(c.sparsity) + " " + dtype_name(c.dtype) + " " + c.pattern +
          (c.input_rms ? " rms" : "") + (c.empty_rows ? " empty rows" : "") +
-         (c.slot_entries ? " slot " + std::to_string(c.slot_entries) : "");
+         (c.slot_entries ? " slot " + std::to_string(c.slot_entries) : "") +
+         (c.half_warps >= 0 ? " half_warps " + std::to_string(c.half_warps) : "");
 }
 
 // Runs the case `calls` times (each call's x the previous call's output), plain launches or one
@@ -127,6 +129,7 @@ void check_case(const Case& c, uint64_t seed, int calls, bool graph) {
   call.rms_eps = test::kRmsEps;
   call.dependent_launch = true;
   call.slot_entries = c.slot_entries;
+  call.half_warps = c.half_warps;
 
   cudaStream_t s;
   cudaStreamCreate(&s);
@@ -174,6 +177,10 @@ TEST(MackoSwigluMlp, OddShapes) {
   // The smallest and largest slots: 16 slots, rows of ~300 entries; 2 slots.
   check_case({1000, 2750, 0.7, DType::bf16, "magnitude", true, false, 4096}, 57, 2, false);
   check_case({1000, 2750, 0.5, DType::fp16, "random", true, true, 32768}, 59, 2, false);
+  // gate_up's rows two per warp where the rule would not (long rows, empty rows among them), and
+  // one per warp where it would (short, uneven rows).
+  check_case({1000, 2750, 0.3, DType::fp16, "random", true, true, 0, 1}, 63, 1, false);
+  check_case({2000, 3001, 0.9, DType::bf16, "magnitude", true, false, 0, 0}, 67, 1, false);
 }
 
 // Llama-2-7B's MLP: at 90 % a block's rows take a few ring slots, at 50 % several rounds of it.

@@ -6,8 +6,9 @@
 //     a slot's entries. It reads only weights, so it starts before the previous kernel has
 //     finished and runs on into down's rows while the grid is still in phase A or at the barrier;
 //   - phase A (after the wait for the previous kernel and the input staged in shared memory as
-//     floats): the computing warps decode each slot's rows (row j of the block to warp j % 31)
-//     from shared memory into g and u (rounded as the separate gate_up matmul rounds them); each
+//     floats): the computing warps decode each slot's rows (unit j of the block to warp j % 31;
+//     a unit is a row, or two rows, one per half warp, where gate_up's rows are short) from
+//     shared memory into g and u (rounded as the separate gate_up matmul rounds them); each
 //     block then writes h = silu(g) * u of its rows (rounded as the swiglu kernel rounds it);
 //   - a grid barrier (every block resident: one block per SM, grid = SM count), after which the
 //     next kernel may launch;
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
@@ -32,10 +34,8 @@ namespace sparrow::kernels::macko_swiglu_mlp {
 namespace {
 
 using decode::rms_scale;
-using decode::warp_inclusive_scan;
 using decode::warp_sum;
 
-constexpr uint32_t kStep = 32 * Config::kChunk;  // entries a warp decodes per step
 
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
@@ -80,16 +80,24 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
 // The scalar version of this (a range test and a running column per entry) issued 172
 // instructions per step and kept the fused kernel issue-bound (ncu, session 32); this one is
 // about half.
-template <class T>
+// LANES = 16 runs two rows per warp, one per half (each lane passes its half's row): at 90 %
+// sparsity a row is ~2 warp steps, nearly all of them a row's first or last, and the halves share
+// the step's fixed work (macko.warp_row's half_warp instance does the same). The sum comes back in
+// every lane of the half.
+template <class T, int LANES>
 __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t slot_base,
                                               uint32_t vals_addr, uint32_t deltas_addr,
                                               uint32_t act_addr, int lane) {
+  static_assert(LANES == 16 || LANES == 32, "a row per warp or per half warp");
+  constexpr uint32_t kRowStep = LANES * Config::kChunk;  // entries of a row per step
+  const int sl = lane % LANES;
   const uint32_t first = s & ~7u;
-  const uint32_t steps = e > first ? (e - first + kStep - 1) / kStep : 0u;
-  uint32_t base = first + uint32_t(lane) * Config::kChunk;
+  uint32_t steps = e > first ? (e - first + kRowStep - 1) / kRowStep : 0u;
+  if constexpr (LANES < 32) steps = max(steps, __shfl_xor_sync(0xffffffffu, steps, 16));
+  uint32_t base = first + uint32_t(sl) * Config::kChunk;
   uint32_t carry = 0;  // the row's column steps before this step
   float acc = 0.f;
-  for (uint32_t st = 0; st < steps; ++st, base += kStep) {
+  for (uint32_t st = 0; st < steps; ++st, base += kRowStep) {
     uint4 v = make_uint4(0, 0, 0, 0);
     uint32_t d = 0;
     if (base < e) {
@@ -118,10 +126,15 @@ __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t s
     const uint32_t ends = (ev + od) * 0x01010101u;
     const uint32_t starts = ends - od;
     const uint32_t total = ends >> 24;
-    const uint32_t incl = decode::warp_inclusive_scan(total, lane);
+    uint32_t incl = total;
+#pragma unroll
+    for (int o = 1; o < LANES; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+      if (sl >= o) incl += u;
+    }
     // Column before the lane's first entry (the row starts from column -1).
     const uint32_t col0 = carry + (incl - total) - 1u;
-    carry += __shfl_sync(0xffffffffu, incl, 31);
+    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
     uint32_t xl = act_addr + 4u * col0;
     asm("" : "+r"(xl));  // opaque: each address is then one add, not re-derived
     float xv[Config::kChunk];
@@ -136,7 +149,9 @@ __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t s
       acc = fmaf(p.y, xv[2 * q + 1], acc);
     }
   }
-  return warp_sum(acc);
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  return acc;
 }
 
 __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
@@ -234,7 +249,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                       const uint32_t* __restrict__ dn_ptr, const uint16_t* __restrict__ dn_vals,
                       const uint8_t* __restrict__ dn_deltas, uint32_t dn_entries, uint32_t hidden,
                       uint32_t inter, const T* input, T* x, T* h, uint32_t* barrier,
-                      bool input_rms, float eps, uint32_t slot_entries, uint64_t* timeline) {
+                      bool input_rms, float eps, uint32_t slot_entries, bool gate_up_half_warps,
+                      uint64_t* timeline) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The ring: Config::kRingEntries entries in `stages` slots of `cap` entries each.
   const uint32_t cap = slot_entries;  // a launch parameter (Call::slot_entries)
@@ -377,10 +393,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   uint32_t k = 0;
   // `pre(row)` runs before the row's dot product (a load to have in flight), `out(row, pre, dot)`
   // after it.
-  auto consume = [&](uint32_t rows, auto&& pre, auto&& out) {
+  // Rows go to warps in units: a row (LANES = 32) or two neighbouring rows of a slot, one per half
+  // warp (LANES = 16); unit u of the block's sequence is warp u % kConsumers's. `pre(row, lead)`
+  // runs before a row's dot product (a load to have in flight), `out(row, lead, before, dot)`
+  // after it; `lead` is true in the lane that writes the row's result.
+  auto consume = [&](uint32_t rows, auto lanes, auto&& pre, auto&& out) {
+    constexpr int LANES = decltype(lanes)::value;
+    constexpr uint32_t kRowsPerUnit = 32 / LANES;
     uint32_t seen = 0;
-    // This warp's first row in the next slot: the offset of the next row j with j % kConsumers ==
-    // warp, kept up to date instead of worked out (two divisions) per slot.
+    // This warp's first unit in the next slot, kept up to date instead of worked out (two
+    // divisions) per slot.
     uint32_t first = uint32_t(warp);
     while (seen < rows) {
       const int slot = int(k & (stages - 1));
@@ -393,17 +415,21 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
       const uint32_t sv = static_cast<uint32_t>(__cvta_generic_to_shared(ring)) +
                           uint32_t(slot) * slot_bytes;
       const uint32_t n_rows = st.row_end - st.row_begin;
-      uint32_t off = first;
-      for (; off < n_rows; off += kConsumers) {
-        const uint32_t row = st.row_begin + off;
-        const float before = pre(row);
-        const float dot = slot_row_dot<T>(sg.rp[row - sg.a], sg.rp[row - sg.a + 1],
-                                          st.entry_base, sv, sv + cap * 2, act_addr, lane);
-        out(row, before, dot);
+      const uint32_t n_units = (n_rows + kRowsPerUnit - 1) / kRowsPerUnit;
+      uint32_t unit = first;
+      for (; unit < n_units; unit += kConsumers) {
+        const uint32_t row = st.row_begin + unit * kRowsPerUnit + uint32_t(lane) / LANES;
+        const bool valid = row < st.row_end;  // the second half of a slot's odd last unit: none
+        const bool lead = valid && lane % LANES == 0;
+        const uint32_t s = valid ? sg.rp[row - sg.a] : 0u, e = valid ? sg.rp[row - sg.a + 1] : 0u;
+        const float before = pre(row, lead);
+        const float dot = slot_row_dot<T, LANES>(s, e, st.entry_base, sv, sv + cap * 2, act_addr,
+                                                 lane);
+        out(row, lead, before, dot);
       }
       // Every thread that read the slot arrives (each thread's reads ordered before its release).
       tc::mbar_arrive(static_cast<uint32_t>(__cvta_generic_to_shared(&empty[slot])));
-      first = off - n_rows;  // off is the first of this warp's rows past the slot
+      first = unit - n_units;  // unit is the first of this warp's units past the slot
       seen += n_rows;
       ++k;
     }
@@ -412,12 +438,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   // 3. Phase A: g and u of the block's rows into shared memory, rounded to T as the separate
   // gate_up matmul writes them; then h = silu(g) * u of the block's rows [pa, pb), rounded once as
   // the swiglu kernel rounds it, to global memory for every block.
-  consume(
-      2 * (pb - pa), [](uint32_t) { return 0.f; },
-      [&](uint32_t row, float, float dot) {
-        if (lane == 0) g_u[row < inter ? row - pa : (pb - pa) + (row - inter - pa)] =
-            to_float(from_float<T>(dot * scale));
-      });
+  auto gate_up_out = [&](uint32_t row, bool lead, float, float dot) {
+    if (lead) g_u[row < inter ? row - pa : (pb - pa) + (row - inter - pa)] =
+        to_float(from_float<T>(dot * scale));
+  };
+  auto nothing_before = [](uint32_t, bool) { return 0.f; };
+  if (gate_up_half_warps) {
+    consume(2 * (pb - pa), std::integral_constant<int, 16>{}, nothing_before, gate_up_out);
+  } else {
+    consume(2 * (pb - pa), std::integral_constant<int, 32>{}, nothing_before, gate_up_out);
+  }
   consumers_sync();
   for (uint32_t i = threadIdx.x; i < pb - pa; i += kConsumers * 32) {
     const float g = g_u[i], u = g_u[(pb - pa) + i];
@@ -438,9 +468,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   consumers_sync();
   mark(5);
   consume(
-      r1 - r0, [&](uint32_t row) { return lane == 0 ? to_float(__ldcg(x + row)) : 0.f; },
-      [&](uint32_t row, float before, float dot) {
-        if (lane == 0) x[row] = from_float<T>(dot + before);
+      r1 - r0, std::integral_constant<int, 32>{},
+      [&](uint32_t row, bool lead) { return lead ? to_float(__ldcg(x + row)) : 0.f; },
+      [&](uint32_t row, bool lead, float before, float dot) {
+        if (lead) x[row] = from_float<T>(dot + before);
       });
   if (timeline) {
     consumers_sync();
@@ -460,6 +491,13 @@ int64_t smem_bytes(int64_t hidden, int64_t inter, int blocks) {
   return kActOffset + int64_t(act_floats(uint32_t(hidden), uint32_t(inter))) * 4 +
          int64_t(Config::kRingEntries) * 5 / 2 + 2 * 4 * (2 * gate_slice + down_slice) +
          4 * 2 * gate_slice;
+}
+
+// Whether gate_up's rows run two per warp (slot_row_dot's LANES = 16): where they are short on
+// average (Config::kHalfWarpBelowEntriesPerRow), unless `requested` (Call::half_warps) is 0 or 1.
+bool gate_up_half_warps(const macko::Matrix& gu, int requested) {
+  if (requested == 0 || requested == 1) return requested == 1;
+  return gu.entries() < gu.shape.rows * int64_t(Config::kHalfWarpBelowEntriesPerRow);
 }
 
 template <class T>
@@ -492,7 +530,7 @@ Status launch(const Call& c, const DeviceInfo& dev, Stream stream) {
                     dn.deltas.data(), uint32_t(dn.entries()), uint32_t(hidden), uint32_t(inter),
                     static_cast<const T*>(c.input), static_cast<T*>(c.x),
                     static_cast<T*>(c.h), c.barrier, c.input_rms, c.rms_eps,
-                    uint32_t(slot), c.timeline),
+                    uint32_t(slot), gate_up_half_warps(gu, c.half_warps), c.timeline),
       "macko.swiglu_mlp launch");
 }
 

@@ -15,8 +15,8 @@
 // the barrier, so its blocks cannot take an SM a block of this grid still waits for.
 //
 // Status: an experiment (SPARROW_ENGINE_FUSED_MLP=1), correct but slower than the separate
-// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 31.9 / 56.0 / 90.3 µs against the
-// chain's 27.4 / 46.4 / 70.4 µs at 90 / 70 / 50 %; the engine at batch 1 −3 % / −12 % at 90 /
+// kernels on the H100 (session 32, 7B MLP, bf16, cold L2: 31.1 / 56.3 / 89.7 µs against the
+// chain's 27.3 / 46.4 / 70.3 µs at 90 / 70 / 50 %; the engine at batch 1 −3..−4 % / −12 % at 90 /
 // 70 %). Its 31 computing warps per SM issue ~1.1 warp instructions per entry (macko.warp_row:
 // 0.64) and set the pace, the slowest block sets the barrier, every block then reads all of h,
 // and at 50-70 % down's long rows leave most warps idle per slot (bench/NOTES-decode.md,
@@ -39,6 +39,9 @@ struct Config {
   static constexpr int kRingEntries = 65536;
   static constexpr int kSlotEntries = 16384;
   static constexpr int kMaxStages = 16;
+  // gate_up's rows run two per warp (one per half) below this many entries per row on average:
+  // a 90 % row of 4096 columns is ~500 entries, two warp steps of 256.
+  static constexpr int kHalfWarpBelowEntriesPerRow = 1024;
 };
 
 // Points of Call::timeline per block: start, after the wait for the previous kernel, input
@@ -65,6 +68,7 @@ struct Call {
   bool dependent_launch = false;  // launched with PDL (dependent_launch.cuh)
   uint64_t* timeline = nullptr;   // (SM count, kTimelinePoints) ns, or null: where the time goes
   int slot_entries = 0;  // ring slot size in entries, a power of two (0: Config::kSlotEntries)
+  int half_warps = -1;    // gate_up's rows two per warp: 1 yes, 0 no, -1 by the average row length
 };
 
 // Whether the kernel runs these weights: macko, same dtype (fp16 / bf16), shapes that chain
