@@ -53,6 +53,18 @@ __device__ __forceinline__ float rms_scale(float sum_sq, int64_t k, float eps) {
   return rsqrtf(sum_sq / float(k) + eps);
 }
 
+// ---- bytes of a word (the macko row steps' byte-parallel columns) ---------------------------
+// 0xFF in bytes a..b-1 of a word, 0 elsewhere (0 <= a, b <= 4; none when b <= a).
+__device__ __forceinline__ uint32_t byte_range(uint32_t a, uint32_t b) {
+  const uint64_t ones = 0xFFFFFFFFull;
+  return uint32_t((ones << (8 * a)) & (ones >> (32 - 8 * b)));
+}
+
+// Byte j of x (j a constant after unrolling: one prmt).
+__device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
+  return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
+}
+
 // The raw 16 bits of a 16-bit element, and back.
 template <class T> __device__ __forceinline__ uint16_t bits_of(T v) {
   return *reinterpret_cast<uint16_t*>(&v);

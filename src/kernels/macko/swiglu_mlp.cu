@@ -33,6 +33,8 @@ namespace sparrow::kernels::macko_swiglu_mlp {
 
 namespace {
 
+using decode::byte_of;
+using decode::byte_range;
 using decode::rms_scale;
 using decode::warp_sum;
 
@@ -53,17 +55,6 @@ __device__ __forceinline__ float lds_f32(uint32_t addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
   return v;
-}
-
-// 0xFF in bytes a..b-1 of a word, 0 elsewhere (0 <= a, b <= 4; none when b <= a).
-__device__ __forceinline__ uint32_t byte_range(uint32_t a, uint32_t b) {
-  const uint64_t ones = 0xFFFFFFFFull;
-  return uint32_t((ones << (8 * a)) & (ones >> (32 - 8 * b)));
-}
-
-// Byte j of x (j a constant after unrolling: one prmt).
-__device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
-  return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
 }
 
 // The sum over a row's entries [s, e) of value * act[column], the entries in a ring slot whose

@@ -325,17 +325,6 @@ __device__ __forceinline__ T lds_element(uint32_t addr) {
   return *reinterpret_cast<const T*>(&v);
 }
 
-// 0xFF in bytes a..b-1 of a word, 0 elsewhere (0 <= a, b <= 4).
-__device__ __forceinline__ uint32_t byte_range(uint32_t a, uint32_t b) {
-  const uint64_t ones = 0xFFFFFFFFull;
-  return uint32_t((ones << (8 * a)) & (ones >> (32 - 8 * b)));
-}
-
-// Byte j of x (j a constant after unrolling: one prmt).
-__device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
-  return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
-}
-
 // NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4- or 8-byte access.
 template <int NB>
 __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&w)[NB / 2]) {
