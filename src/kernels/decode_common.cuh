@@ -65,6 +65,49 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t x, int j) {
   return __byte_perm(x, 0u, 0x4440u + uint32_t(j));
 }
 
+// ---- macko's byte-parallel row step (macko.warp_row, macko.swiglu_mlp) -------------------------
+// A lane holds 8 entries of a macko row: values v (word q: entries 2q low, 2q + 1 high) and their
+// deltas d (entry i in nibble i). Entry i advances the column by delta_i + 1 (its "step").
+
+// The steps of the lane's entries as bytes: entry 2j's in byte j of `ev`, entry 2j + 1's in byte j
+// of `od`.
+__device__ __forceinline__ void entry_steps(uint32_t d, uint32_t& ev, uint32_t& od) {
+  ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
+  od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+}
+
+// Zeroes the values of the entries whose byte in ev_keep (even entries) or od_keep (odd entries)
+// is 0: entries of neighbouring rows in a row's first or last lane.
+__device__ __forceinline__ void keep_values(uint4& v, uint32_t ev_keep, uint32_t od_keep) {
+  v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
+  v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
+  v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
+  v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+}
+
+// Where the lane's entries sit, for a row walked by LANES lanes (sl: the lane within them): byte j
+// of `ends` holds the steps of entries 0..2j+1 and byte j of `starts` those of entries 0..2j (at
+// most 8 x 16 per byte: no carries, no borrows), so entry i's column is the lane's start column
+// plus byte i / 2 of (i odd ? ends : starts): one prmt. `before`: the steps of this step's lower
+// lanes (a scan); `step`: the step's total over its LANES lanes. The caller's running count of the
+// row's steps before this step, plus `before`, minus 1 is the column before the lane's first entry.
+struct LaneColumns {
+  uint32_t ends, starts, before, step;
+};
+template <int LANES>
+__device__ __forceinline__ LaneColumns lane_columns(uint32_t ev, uint32_t od, int sl) {
+  const uint32_t ends = (ev + od) * 0x01010101u;
+  const uint32_t starts = ends - od;
+  const uint32_t total = ends >> 24;
+  uint32_t incl = total;
+#pragma unroll
+  for (int o = 1; o < LANES; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+    if (sl >= o) incl += u;
+  }
+  return {ends, starts, incl - total, __shfl_sync(0xffffffffu, incl, LANES - 1, LANES)};
+}
+
 // The raw 16 bits of a 16-bit element, and back.
 template <class T> __device__ __forceinline__ uint16_t bits_of(T v) {
   return *reinterpret_cast<uint16_t*>(&v);

@@ -27,6 +27,7 @@
 #include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/shared_memory.cuh"
 #include "kernels/tensor_core/bulk_copy.cuh"
 
 namespace sparrow::kernels::macko_swiglu_mlp {
@@ -35,27 +36,12 @@ namespace {
 
 using decode::byte_of;
 using decode::byte_range;
+using decode::entry_steps;
+using decode::keep_values;
+using decode::lane_columns;
 using decode::rms_scale;
 using decode::warp_sum;
 
-
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ float lds_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
-  return v;
-}
 
 // The sum over a row's entries [s, e) of value * act[column], the entries in a ring slot whose
 // first entry is slot_base (values at vals_addr, deltas at deltas_addr, shared memory), act the
@@ -96,9 +82,9 @@ __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t s
       v = lds128(vals_addr + 2 * o);
       d = lds32(deltas_addr + o / 2);
     }
-    // Column steps of the lane's entries as bytes: entry 2j's in byte j of ev, 2j + 1's of od.
-    uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
-    uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+    // Column steps of the lane's entries as bytes (decode_common.cuh).
+    uint32_t ev, od;
+    entry_steps(d, ev, od);
     if (base < s || base + Config::kChunk > e) {
       // Entries lo..hi-1 of the lane are the row's (none when hi <= lo).
       const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
@@ -107,25 +93,12 @@ __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t s
       const uint32_t od_keep = byte_range(lo / 2, hi / 2);
       ev &= ev_keep;
       od &= od_keep;
-      // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
-      v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
-      v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
-      v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
-      v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+      keep_values(v, ev_keep, od_keep);
     }
-    // Byte j of ends: the steps of entries 0..2j+1 (<= 128, no carries); of starts: 0..2j.
-    const uint32_t ends = (ev + od) * 0x01010101u;
-    const uint32_t starts = ends - od;
-    const uint32_t total = ends >> 24;
-    uint32_t incl = total;
-#pragma unroll
-    for (int o = 1; o < LANES; o <<= 1) {
-      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
-      if (sl >= o) incl += u;
-    }
+    const auto [ends, starts, before, step] = lane_columns<LANES>(ev, od, sl);
     // Column before the lane's first entry (the row starts from column -1).
-    const uint32_t col0 = carry + (incl - total) - 1u;
-    carry += __shfl_sync(0xffffffffu, incl, LANES - 1, LANES);
+    const uint32_t col0 = carry + before - 1u;
+    carry += step;
     uint32_t xl = act_addr + 4u * col0;
     asm("" : "+r"(xl));  // opaque: each address is then one add, not re-derived
     float xv[Config::kChunk];

@@ -542,10 +542,9 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
       } else {
         load(base + kStep, e, vn, dn);
       }
-      // Column steps (delta + 1) of the lane's 8 entries as bytes: entry 2j's in byte j of `ev`,
-      // entry 2j + 1's in byte j of `od` (d holds entry i in nibble i).
-      uint32_t ev = (d & 0x0F0F0F0Fu) + 0x01010101u;
-      uint32_t od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
+      // Column steps (delta + 1) of the lane's 8 entries as bytes (decode_common.cuh).
+      uint32_t ev, od;
+      entry_steps(d, ev, od);
       // The row's first or last lane, or past its end: entries of the neighbouring rows get value
       // 0 and column step 0, so they sit on a column of this row and add 0 * x. Entries before the
       // row's start would sit on column -1: the first of them takes a step of 1 (column 0) and the
@@ -564,15 +563,13 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
         // Entry 0 takes a step of 1 when it is masked in the row's first lane: before an unaligned
         // start, or in an empty row (its segment runs the other half warp's steps).
         if (base <= s && (lo > 0 || hi == 0)) ev |= 1u;
-        // Word q of the values holds entries 2q (low half) and 2q + 1 (high half).
-        v.x &= __byte_perm(ev_keep, od_keep, 0x4400);
-        v.y &= __byte_perm(ev_keep, od_keep, 0x5511);
-        v.z &= __byte_perm(ev_keep, od_keep, 0x6622);
-        v.w &= __byte_perm(ev_keep, od_keep, 0x7733);
+        keep_values(v, ev_keep, od_keep);
       }
       // Byte j of `ends`: the steps of entries 0..2j+1 (<= 4 x 32, no carries between bytes); of
       // `starts`: entries 0..2j (ends minus entry 2j + 1's step: no borrows). So entry i's column is
-      // the lane's start column plus one byte, one prmt away.
+      // the lane's start column plus one byte, one prmt away. (decode_common.cuh's lane_columns is
+      // this arithmetic; written out here because calling it changed this kernel's instruction
+      // schedule, and the kernel's measured speed is for this one.)
       const uint32_t ends = (ev + od) * 0x01010101u;
       const uint32_t starts = ends - od;
       const uint32_t total = ends >> 24;

@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int row = row0 + i;
-          tc::sts128(a_tile + uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4)),
+          sts128(a_tile + uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4)),
                      make_uint4(prmt(v[r][i][0], v[r][i][1], e[r][i][0].x),
                                 prmt(v[r][i][2], v[r][i][3], e[r][i][0].y),
                                 prmt(v[r][i][4], v[r][i][5], e[r][i][1].x),

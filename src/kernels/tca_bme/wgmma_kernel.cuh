@@ -157,8 +157,8 @@ struct XSlices {
           const uint32_t hi = in && k + 2 * j + 1 < a.k ? s[2 * j + 1] : 0u;
           v[j] = lo | (hi << 16);
         }
-        tc::sts128(dst, make_uint4(v[0], v[1], v[2], v[3]));
-        tc::sts128(dst + 16, make_uint4(v[4], v[5], v[6], v[7]));
+        sts128(dst, make_uint4(v[0], v[1], v[2], v[3]));
+        sts128(dst + 16, make_uint4(v[4], v[5], v[6], v[7]));
       }
     }
   }
@@ -170,11 +170,11 @@ struct XSlices {
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const uint32_t at = tile + place + uint32_t(i * kRowStride * 128);
-      const uint4 c0 = tc::lds128(at), c1 = tc::lds128(at + 16);
+      const uint4 c0 = lds128(at), c1 = lds128(at + 16);
       const uint4 s0 = make_uint4(c0.x, c0.z, c1.x, c1.z);  // slots 0-7
       const uint4 s1 = make_uint4(c0.y, c0.w, c1.y, c1.w);  // slots 8-15
-      tc::sts128(at, odd ? s1 : s0);
-      tc::sts128(at + 16, odd ? s0 : s1);
+      sts128(at, odd ? s1 : s0);
+      sts128(at + 16, odd ? s0 : s1);
     }
   }
 };

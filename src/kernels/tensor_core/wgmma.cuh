@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "kernels/shared_memory.cuh"  // lds128 / sts128, which the wgmma kernels stage tiles with
+
 namespace sparrow::kernels::tc {
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -39,19 +41,6 @@ __device__ __forceinline__ void wgmma_wait() {
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy reads (wgmma).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// 16-byte shared-memory load / store at a 32-bit shared address.
-__device__ __forceinline__ uint4 lds128(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void sts128(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
 }
 // Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
