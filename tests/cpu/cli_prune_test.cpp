@@ -56,6 +56,21 @@ class CliPrune : public ::testing::Test {
     return r;
   }
   static std::string model() { return "--model " + (root_ / "tiny").string(); }
+  // The format column of tensor `name`'s row in prune's table ("" when it has none), and the row.
+  static std::string format_in_table(const std::string& out, const std::string& name,
+                                     std::string* row = nullptr) {
+    std::istringstream lines(out);
+    std::string line, format;
+    while (std::getline(lines, line)) {
+      if (line.rfind(name + " ", 0) != 0) continue;
+      std::istringstream fields(line);
+      std::string f[5];
+      for (auto& x : f) fields >> x;  // name shape target sparsity format
+      format = f[4];
+      if (row) *row = line;
+    }
+    return format;
+  }
   static fs::path root_;
 };
 fs::path CliPrune::root_;
@@ -182,17 +197,10 @@ TEST_F(CliPrune, FastestPicksWhatTheEngineDecodesFastest) {
       for (int i = 0; i < 7; ++i) {
         const std::string name = "model.layers." + std::to_string(layer) + "." + roles[i] +
                                  ".weight";
-        std::istringstream lines(r.out);
-        std::string line, format;
-        while (std::getline(lines, line)) {
-          if (line.rfind(name + " ", 0) != 0) continue;
-          std::istringstream fields(line);
-          std::string f[5];
-          for (auto& x : f) fields >> x;  // name shape target sparsity format
-          format = f[4];
-          EXPECT_NE(line.find("fastest at batch " + std::to_string(batch)), std::string::npos)
-              << line;
-        }
+        std::string line;
+        const std::string format = format_in_table(r.out, name, &line);
+        EXPECT_NE(line.find("fastest at batch " + std::to_string(batch)), std::string::npos)
+            << name << ": " << line;
         EXPECT_EQ(format, sparrow::format_name(want[size_t(i)])) << name << " batch " << batch
                                                                  << "\n" << r.out;
       }
@@ -219,16 +227,7 @@ TEST_F(CliPrune, FormatPerEngineMatmul) {
   for (int64_t layer = 0; layer < cfg.value().layers; ++layer) {
     for (const auto& [role, format] : want) {
       const std::string name = "model.layers." + std::to_string(layer) + "." + role + ".weight";
-      std::istringstream lines(r.out);
-      std::string line, got;
-      while (std::getline(lines, line)) {
-        if (line.rfind(name + " ", 0) != 0) continue;
-        std::istringstream fields(line);
-        std::string f[5];
-        for (auto& x : f) fields >> x;  // name shape target sparsity format
-        got = f[4];
-      }
-      EXPECT_EQ(got, format) << name << "\n" << r.out;
+      EXPECT_EQ(format_in_table(r.out, name), format) << name << "\n" << r.out;
     }
   }
   const CliRun run = run_cli("run -m " + out + " --tokens 1,2,3 -n 4 --backend cpu");
