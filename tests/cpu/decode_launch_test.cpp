@@ -217,6 +217,22 @@ TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
             OneTokenKernel::half_warp);
 }
 
+TEST(DecodeLaunch, MackoOneTokenBlockWarps) {
+  using macko_warp_row::kSharedXMaxCols;
+  using macko_warp_row::one_token_block_warps;
+  // A long X copied into shared memory (down_proj at 90 %): 16-warp blocks, half the copies.
+  EXPECT_EQ(one_token_block_warps(11008, true, 0), 16);
+  EXPECT_EQ(one_token_block_warps(kSharedXMaxCols + 1, true, 0), 16);
+  // Short X, or X gathered through L1: 8-warp blocks.
+  EXPECT_EQ(one_token_block_warps(kSharedXMaxCols, true, 0), 8);
+  EXPECT_EQ(one_token_block_warps(4096, true, 0), 8);
+  EXPECT_EQ(one_token_block_warps(11008, false, 0), 8);
+  // The knob's values override; anything else is the rule.
+  EXPECT_EQ(one_token_block_warps(4096, true, 16), 16);
+  EXPECT_EQ(one_token_block_warps(11008, true, 8), 8);
+  EXPECT_EQ(one_token_block_warps(11008, true, 12), 16);
+}
+
 TEST(DecodeLaunch, MackoRowPieces) {
   using macko_warp_row::row_pieces;
   const int64_t per = macko_warp_row::kMinEntriesPerPiece;

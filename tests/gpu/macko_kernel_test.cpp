@@ -76,6 +76,58 @@ TEST(MackoWarpRow, RowPieces) {
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
 
+// One token with a long X staged in shared memory (K > kSharedXMaxCols at density <= 0.2):
+// one_token_block_warps gives 16-warp blocks. Each row-kernel family runs there (whole warps,
+// half warps on short even rows, 2 pieces), with empty rows, fp16 and bf16, input_rms, bias and
+// accumulate; sized from this GPU's SM count so the rules pick each family.
+TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
+  namespace wr = kernels::macko_warp_row;
+  const auto& k = test::kernel_named("macko.warp_row");
+  if (!k.run) return;
+  auto dev = kernels::current_device_info();
+  ASSERT_TRUE(dev.ok());
+  const int sms = dev.value().sm_count;
+  const int64_t slots = int64_t(sms) * 64;
+  struct Case {
+    int64_t rows, cols;
+    double sparsity;
+    wr::OneTokenKernel family;
+    int pieces;
+  };
+  const Case cases[] = {{slots / 4 + 3, 9001, 0.85, wr::OneTokenKernel::warp, 1},
+                        {slots + 5, 9001, 0.97, wr::OneTokenKernel::half_warp, 1},
+                        {slots / 2 - 9, 9001, 0.81, wr::OneTokenKernel::warp, 2}};
+  uint64_t seed = 880;
+  for (const Case& c : cases) {
+    for (DType t : {DType::fp16, DType::bf16}) {
+      HostMatrix h = patterns::random(t, c.rows, c.cols, c.sparsity, seed);
+      for (int64_t r : {int64_t(0), c.rows / 2, c.rows - 1})
+        for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
+      const Weight w = test::encode_or_fail(Format::macko, h);
+      const auto& mm = std::get<macko::Matrix>(w);
+      const std::string what = "macko 16-warp blocks " + std::to_string(c.rows) + "x" +
+                               std::to_string(c.cols) + " " + dtype_name(t);
+      ASSERT_TRUE(wr::one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), 2, -1))
+          << what;
+      ASSERT_EQ(wr::one_token_block_warps(mm.shape.cols, true, 0), 16) << what;
+      const auto family = wr::choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                               sms, wr::OneTokenKernel::automatic);
+      ASSERT_EQ(family, c.family) << what;
+      if (family == wr::OneTokenKernel::warp) {
+        ASSERT_EQ(wr::row_pieces(mm.shape.rows, mm.entries(), mm.max_row_entries, sms, 0),
+                  c.pieces)
+            << what;
+      }
+      test::expect_all_n(k, w, {1}, what, seed);
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 7, false, false, true, true), t))
+          << what << " input_rms";
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 8, true, true, true, true), t))
+          << what << " input_rms bias+accumulate";
+      seed += 10;
+    }
+  }
+}
+
 // More rows than the GPU's warp slots: each warp of the row kernel's 2..8-token instances runs
 // several rows (rows_per_segment), reading the next row's extent and first chunk while a row
 // decodes; every other pass over the segments runs backwards. Sized from this GPU's SM count so

@@ -302,11 +302,15 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // shared memory and are added in piece order (deterministic).
 // Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 2..8 tokens
 // run 16-warp blocks, so one X^T copy (K * NB * 2 bytes, at most 64 KB) serves twice the rows.
-template <int NB>
+// BLOCK_MULT (one token only): blocks of BLOCK_MULT x OneTokenConfig::kThreads threads and
+// 1 / BLOCK_MULT as many per SM, the same warps and registers per SM (so the same code), but
+// 1 / BLOCK_MULT as many copies of X into shared memory (or RMS passes over X) per SM.
+template <int NB, int BLOCK_MULT = 1>
 struct RowKernelShape {
-  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads : 512;
+  static_assert(BLOCK_MULT == 1 || NB == 1, "larger blocks for one token only");
+  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads * BLOCK_MULT : 512;
   static constexpr int min_blocks_per_sm(int lanes, int pieces) {
-    return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) : 1;
+    return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) / BLOCK_MULT : 1;
   }
   // Whether a segment of the instance runs several rows (rows_per_segment): whole warps of 2..8
   // tokens only. Half warps (32 registers) would spill the next row's state inside the step loop,
@@ -350,9 +354,9 @@ __device__ __forceinline__ void load_tokens(const unsigned char* p, uint32_t (&w
   }
 }
 
-template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS>
-__global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
-                                  RowKernelShape<NB>::min_blocks_per_sm(LANES, PIECES))
+template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS, int BLOCK_MULT>
+__global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
+                                  RowKernelShape<NB, BLOCK_MULT>::min_blocks_per_sm(LANES, PIECES))
     macko_row_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                      const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas,
                      int64_t m, int rows_per_seg, uint32_t k, const T* __restrict__ x,
@@ -361,7 +365,8 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   static_assert(PIECES == 1 || LANES == 32, "row pieces take whole warps");
   static_assert(NB == 1 || XSMEM, "several tokens read X^T from shared memory");
   let_next_launch();
-  constexpr int kWarps = RowKernelShape<NB>::kThreads / 32;
+  using Shape = RowKernelShape<NB, BLOCK_MULT>;
+  constexpr int kWarps = Shape::kThreads / 32;
   constexpr int kRowsPerWarp = 32 / LANES;
   constexpr uint32_t kStep = LANES * Config::kChunk;  // entries per segment step
   const int lane = threadIdx.x & 31, sl = lane % LANES, warp = threadIdx.x >> 5;
@@ -372,7 +377,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB>::kThreads,
   // segment pairs a long row with a short one. The next row's extent is read when a row starts
   // and its first chunk during the row's last step, so a segment starts its next row without a
   // DRAM round trip (rows_per_segment).
-  constexpr bool kMultiRow = RowKernelShape<NB>::several_rows(LANES, PIECES);
+  constexpr bool kMultiRow = Shape::several_rows(LANES, PIECES);
   const int rows = kMultiRow ? rows_per_seg : 1;
   // 32-bit slot arithmetic (the host runs row kernels for m < 2^31 only): the i-th slot is the
   // previous one plus 2G-1-2g (i odd) or 2g+1 (i even), which keeps two registers per row live
@@ -722,6 +727,12 @@ int few_tokens_override() {
 
 // SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
 // (experiments; read once; unset: the rule in one_token_shared_x).
+// SPARROW_MACKO_BLOCK_WARPS=8|16 overrides one_token_block_warps (experiments; read once).
+int one_token_block_warps_override() {
+  static const int v = env_knob("SPARROW_MACKO_BLOCK_WARPS", 0);
+  return v;
+}
+
 int shared_x_override() {
   static const int v = env_knob("SPARROW_MACKO_SHARED_X", -1);
   return v;
@@ -743,12 +754,13 @@ struct RowCall {
   int sm_count;
 };
 
-template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS>
+template <class T, int LANES, int PIECES, bool XSMEM, int NB, bool RMS, int BLOCK_MULT>
 cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   const int64_t m = mm.shape.rows;
-  constexpr int kThreads = RowKernelShape<NB>::kThreads;
+  using Shape = RowKernelShape<NB, BLOCK_MULT>;
+  constexpr int kThreads = Shape::kThreads;
   const int64_t segs_per_block = (kThreads / 32) * (32 / LANES) / PIECES;
-  auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB, RMS>;
+  auto kernel = macko_row_kernel<T, LANES, PIECES, XSMEM, NB, RMS, BLOCK_MULT>;
   const size_t smem = XSMEM ? size_t(mm.shape.cols) * NB * sizeof(T) : 0;
   if (smem > 48 * 1024) {
     const cudaError_t e =
@@ -759,7 +771,7 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   // that run at once: rows beyond them go to segments that run several rows. Asked once per
   // instance and X size (the engine's weights of one K share it).
   int rows_per_seg = 1;
-  if constexpr (RowKernelShape<NB>::several_rows(LANES, PIECES)) {
+  if constexpr (Shape::several_rows(LANES, PIECES)) {
     static thread_local size_t asked_smem = ~size_t(0);
     static thread_local int resident = 0;
     if (asked_smem != smem) {
@@ -780,11 +792,12 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
                        NB == 1 ? 1 : c.n, c.y, c.ldy, c.bias, c.accumulate, c.rms_eps);
 }
 
-template <class T, int LANES, int PIECES, bool XSMEM, int NB>
+template <class T, int LANES, int PIECES, bool XSMEM, int NB, int BLOCK_MULT = 1>
 cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stream stream) {
   // The instance with the norm only when the call asks for it.
-  return c.input_rms ? launch_row_kernel<T, LANES, PIECES, XSMEM, NB, true>(mm, c, stream)
-                     : launch_row_kernel<T, LANES, PIECES, XSMEM, NB, false>(mm, c, stream);
+  return c.input_rms
+             ? launch_row_kernel<T, LANES, PIECES, XSMEM, NB, true, BLOCK_MULT>(mm, c, stream)
+             : launch_row_kernel<T, LANES, PIECES, XSMEM, NB, false, BLOCK_MULT>(mm, c, stream);
 }
 
 // One token: X gathered through L1 or from shared memory (one_token_shared_x); 2, 3..4 and 5..8
@@ -795,11 +808,14 @@ cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T
   if (nb == 8) return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, c, stream);
   if (nb == 4) return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, c, stream);
   if (nb == 2) return launch_row_kernel<T, LANES, PIECES, true, 2>(mm, c, stream);
-  if (one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
-                         shared_x_override())) {
-    return launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream);
+  const bool xs = one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
+                                     shared_x_override());
+  if (one_token_block_warps(mm.shape.cols, xs, one_token_block_warps_override()) == 16) {
+    return xs ? launch_row_kernel<T, LANES, PIECES, true, 1, 2>(mm, c, stream)
+              : launch_row_kernel<T, LANES, PIECES, false, 1, 2>(mm, c, stream);
   }
-  return launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, stream);
+  return xs ? launch_row_kernel<T, LANES, PIECES, true, 1>(mm, c, stream)
+            : launch_row_kernel<T, LANES, PIECES, false, 1>(mm, c, stream);
 }
 
 // The one runtime -> template choice of the row kernels: instance, tokens per pass (nb = 1, 2, 4
@@ -952,6 +968,11 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
   if (requested == 0 || requested == 1) return requested == 1;
   const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
   return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity;
+}
+
+int one_token_block_warps(int64_t cols, bool x_shared, int requested) {
+  if (requested == 8 || requested == 16) return requested;
+  return x_shared && cols > kSharedXMaxCols ? 16 : 8;
 }
 
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,

@@ -73,6 +73,14 @@ constexpr double kSharedXMaxDensity = 0.2;
 constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
+// Warps per block of the one-token row kernel: 8 (OneTokenConfig::kThreads), or 16 where each
+// block copies a long X (staged, K > kSharedXMaxCols): the same warps and registers per SM in
+// half as many blocks, so half the copies of X per SM. Measured on the H100 (session 33,
+// bench/NOTES-decode.md): 4096x11008 at 90 % (X 22 KB against ~26 KB of weight per 8-warp block)
+// 8.90 -> 8.41 µs; on K = 4096 it was within +-1.3 % on 4096 rows and 3-4 % slower on 11008 and
+// 22016 rows (coarser blocks spread the rows less evenly over the SMs). `requested` 8 / 16
+// overrides the rule (0: the rule).
+int one_token_block_warps(int64_t cols, bool x_shared, int requested);
 // Tokens per pass of the row kernels for N tokens: 1 for N = 1; 2 for N = 2 on K <=
 // kRowKernelTwoTokensMaxCols; 4 (X^T of K x 4 tokens in shared memory) for N = 3..4 and 8 for
 // N = 5..8 on K <= kRowKernelMaxCols; 0: the persistent kernel.
