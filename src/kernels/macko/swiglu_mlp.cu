@@ -20,7 +20,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
+#include <vector>
 #include <type_traits>
 
 #include "core/cuda_check.hpp"
@@ -464,6 +466,68 @@ bool gate_up_half_warps(const macko::Matrix& gu, int requested) {
   return gu.entries() < gu.shape.rows * int64_t(Config::kHalfWarpBelowEntriesPerRow);
 }
 
+// What a launch needs to know about the kernel on the current device, asked once per kernel,
+// device and dynamic shared-memory size (the engine calls the kernel once per layer and token,
+// and the answers do not change): the kernel's static shared memory and its blocks per SM. The
+// function's dynamic shared-memory limit is only ever raised, to the largest size asked for, so
+// an entry cached for a larger size stays launchable after a smaller one. A size above
+// `max_smem` (with the static part) is not asked about: per_sm stays 0.
+struct LaunchFacts {
+  int64_t static_smem = 0;
+  int per_sm = 0;
+};
+
+template <class Kernel>
+Status launch_facts(Kernel kernel, int64_t smem, int64_t max_smem, LaunchFacts& facts) {
+  struct Entry {
+    const void* kernel;
+    int device;
+    int64_t smem;
+    LaunchFacts facts;
+  };
+  struct Limit {
+    const void* kernel;
+    int device;
+    int64_t smem;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  static std::vector<Limit> limits;
+  int dev = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  const void* key = reinterpret_cast<const void*>(kernel);
+  const std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : cache) {
+    if (e.kernel == key && e.device == dev && e.smem == smem) {
+      facts = e.facts;
+      return Status::success();
+    }
+  }
+  cudaFuncAttributes attr{};
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+  facts.static_smem = int64_t(attr.sharedSizeBytes);
+  facts.per_sm = 0;
+  // More than a block may have: nothing to set or ask (the caller refuses it).
+  if (smem + facts.static_smem > max_smem) return Status::success();
+  Limit* limit = nullptr;
+  for (Limit& l : limits) {
+    if (l.kernel == key && l.device == dev) limit = &l;
+  }
+  if (!limit) {
+    limits.push_back({key, dev, 0});
+    limit = &limits.back();
+  }
+  if (smem > limit->smem) {
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    limit->smem = smem;
+  }
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &facts.per_sm, kernel, Config::kThreads, size_t(smem)));
+  cache.push_back({key, dev, smem, facts});
+  return Status::success();
+}
+
 template <class T>
 Status launch(const Call& c, const DeviceInfo& dev, Stream stream) {
   const macko::Matrix& gu = *c.gate_up;
@@ -474,19 +538,14 @@ Status launch(const Call& c, const DeviceInfo& dev, Stream stream) {
   const int blocks = dev.sm_count;
   const int64_t smem = smem_bytes(hidden, inter, blocks);
   auto kernel = swiglu_mlp_kernel<T>;
-  cudaFuncAttributes attr{};
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
-  if (smem + int64_t(attr.sharedSizeBytes) > dev.max_smem_per_block)
+  LaunchFacts facts;
+  SPARROW_RETURN_IF_ERROR(launch_facts(kernel, smem, dev.max_smem_per_block, facts));
+  if (smem + facts.static_smem > dev.max_smem_per_block)
     return unsupported("macko.swiglu_mlp: hidden " + std::to_string(hidden) + " / intermediate " +
                        std::to_string(inter) + " need " + std::to_string(smem) +
                        " bytes of shared memory per block; this GPU has " +
                        std::to_string(dev.max_smem_per_block));
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, kernel, Config::kThreads, size_t(smem)));
-  if (per_sm < 1) return unsupported("macko.swiglu_mlp: a block does not fit an SM");
+  if (facts.per_sm < 1) return unsupported("macko.swiglu_mlp: a block does not fit an SM");
   return cuda_status(
       launch_kernel(c.dependent_launch, kernel, dim3(unsigned(blocks)), dim3(Config::kThreads),
                     size_t(smem), stream, gu.row_ptr.data(), gu.values.data(), gu.deltas.data(),
