@@ -233,6 +233,18 @@ TEST(DecodeLaunch, MackoOneTokenBlockWarps) {
   EXPECT_EQ(one_token_block_warps(11008, true, 12), 16);
 }
 
+TEST(DecodeLaunch, MackoFewTokensBlockWarps) {
+  using macko_warp_row::few_tokens_block_warps;
+  // Whole warps running several rows: 32-warp blocks; the knob's 16 takes them back.
+  EXPECT_EQ(few_tokens_block_warps(32, 1, 0), 32);
+  EXPECT_EQ(few_tokens_block_warps(32, 1, 16), 16);
+  EXPECT_EQ(few_tokens_block_warps(32, 1, 32), 32);
+  // Half warps and row pieces keep 16-warp blocks whatever is asked.
+  EXPECT_EQ(few_tokens_block_warps(16, 1, 0), 16);
+  EXPECT_EQ(few_tokens_block_warps(32, 2, 0), 16);
+  EXPECT_EQ(few_tokens_block_warps(32, 4, 32), 16);
+}
+
 TEST(DecodeLaunch, MackoRowPieces) {
   using macko_warp_row::row_pieces;
   const int64_t per = macko_warp_row::kMinEntriesPerPiece;

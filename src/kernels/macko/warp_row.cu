@@ -302,13 +302,16 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // shared memory and are added in piece order (deterministic).
 // Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 2..8 tokens
 // run 16-warp blocks, so one X^T copy (K * NB * 2 bytes, at most 64 KB) serves twice the rows.
-// BLOCK_MULT (one token only): blocks of BLOCK_MULT x OneTokenConfig::kThreads threads and
-// 1 / BLOCK_MULT as many per SM, the same warps and registers per SM (so the same code), but
-// 1 / BLOCK_MULT as many copies of X into shared memory (or RMS passes over X) per SM.
+// BLOCK_MULT: blocks BLOCK_MULT times the base size. One token (base OneTokenConfig::kThreads):
+// 1 / BLOCK_MULT as many per SM, the same warps and register cap per SM (so the same code), but
+// 1 / BLOCK_MULT as many copies of X into shared memory (or RMS passes over X) per SM
+// (one_token_block_warps). 2..8 tokens (base 512 threads, one block per SM by their shared
+// memory and registers): BLOCK_MULT 2 gives 1024-thread blocks, one per SM, the same 32 warps per
+// SM with one copy of X^T instead of two; the register cap becomes 64, which the instances fit
+// without spilling (ptxas, sm_90: 45-64) (few_tokens_block_warps).
 template <int NB, int BLOCK_MULT = 1>
 struct RowKernelShape {
-  static_assert(BLOCK_MULT == 1 || NB == 1, "larger blocks for one token only");
-  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads * BLOCK_MULT : 512;
+  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads * BLOCK_MULT : 512 * BLOCK_MULT;
   static constexpr int min_blocks_per_sm(int lanes, int pieces) {
     return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) / BLOCK_MULT : 1;
   }
@@ -733,6 +736,12 @@ int one_token_block_warps_override() {
   return v;
 }
 
+// SPARROW_MACKO_FEW_BLOCK_WARPS=16|32 overrides few_tokens_block_warps (experiments; read once).
+int few_block_warps_override() {
+  static const int v = env_knob("SPARROW_MACKO_FEW_BLOCK_WARPS", 0);
+  return v;
+}
+
 int shared_x_override() {
   static const int v = env_knob("SPARROW_MACKO_SHARED_X", -1);
   return v;
@@ -805,6 +814,14 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
 template <class T, int LANES, int PIECES>
 cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T>& c,
                                 Stream stream) {
+  if constexpr (LANES == 32 && PIECES == 1) {
+    // Whole warps that run several rows: 32-warp blocks (few_tokens_block_warps).
+    if (nb > 1 && few_tokens_block_warps(LANES, PIECES, few_block_warps_override()) == 32) {
+      if (nb == 8) return launch_row_kernel<T, LANES, PIECES, true, 8, 2>(mm, c, stream);
+      if (nb == 4) return launch_row_kernel<T, LANES, PIECES, true, 4, 2>(mm, c, stream);
+      return launch_row_kernel<T, LANES, PIECES, true, 2, 2>(mm, c, stream);
+    }
+  }
   if (nb == 8) return launch_row_kernel<T, LANES, PIECES, true, 8>(mm, c, stream);
   if (nb == 4) return launch_row_kernel<T, LANES, PIECES, true, 4>(mm, c, stream);
   if (nb == 2) return launch_row_kernel<T, LANES, PIECES, true, 2>(mm, c, stream);
@@ -968,6 +985,11 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
   if (requested == 0 || requested == 1) return requested == 1;
   const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
   return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity;
+}
+
+int few_tokens_block_warps(int lanes, int pieces, int requested) {
+  if (lanes != 32 || pieces != 1) return 16;
+  return requested == 16 ? 16 : 32;
 }
 
 int one_token_block_warps(int64_t cols, bool x_shared, int requested) {

@@ -36,8 +36,8 @@ struct OneTokenConfig {
 // Warp slots per SM of the half-warp and row-piece instances (what the launch rules count).
 constexpr int64_t kOneTokenWarpsPerSm =
     OneTokenConfig::min_blocks_per_sm(16, 1) * OneTokenConfig::kThreads / 32;
-// Warp slots per SM of the 2..4-token row kernel (16-warp blocks): its instances use 44-50
-// registers per thread (ptxas, sm_90), so two blocks fit an SM.
+// Warp slots per SM of the 2..4-token row kernel: its instances use 44-64 registers per thread
+// (ptxas, sm_90), so two 16-warp blocks, or one 32-warp block (few_tokens_block_warps), fit an SM.
 constexpr int64_t kFewTokensWarpsPerSm = 32;
 enum class OneTokenKernel { automatic, persistent, warp, half_warp };
 // Rows shorter than this (entries per row, on average) get half a warp each.
@@ -81,6 +81,13 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 // 22016 rows (coarser blocks spread the rows less evenly over the SMs). `requested` 8 / 16
 // overrides the rule (0: the rule).
 int one_token_block_warps(int64_t cols, bool x_shared, int requested);
+// Warps per block of the 2..8-token row kernel: 32 for whole warps that run several rows each
+// (LANES = 32, PIECES = 1: one 1024-thread block per SM, one copy of X^T per SM), 16 for half
+// warps and row pieces (not measured in 32-warp blocks). Measured on the H100 (session 33,
+// bench/NOTES-decode.md): 0.87-0.98x the time of 16-warp blocks at N = 2 on 4096..22016 rows at
+// 50-90 %, 0.95-0.98x at N = 4..8 on K = 4096, the 7B engine at 90 % +1.0 % at batch 2.
+// `requested` 16 overrides (0: the rule).
+int few_tokens_block_warps(int lanes, int pieces, int requested);
 // Tokens per pass of the row kernels for N tokens: 1 for N = 1; 2 for N = 2 on K <=
 // kRowKernelTwoTokensMaxCols; 4 (X^T of K x 4 tokens in shared memory) for N = 3..4 and 8 for
 // N = 5..8 on K <= kRowKernelMaxCols; 0: the persistent kernel.
