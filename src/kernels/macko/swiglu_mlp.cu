@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"

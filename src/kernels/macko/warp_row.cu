@@ -301,7 +301,8 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // the previous piece's warp at about the same time, so mostly from L2). The pieces' sums meet in
 // shared memory and are added in piece order (deterministic).
 // Block shape of the row kernel: one token runs 8-warp blocks (OneTokenConfig); NB = 2..8 tokens
-// run 16-warp blocks, so one X^T copy (K * NB * 2 bytes, at most 64 KB) serves twice the rows.
+// run 16-warp blocks, so one X^T copy (K * NB * 2 bytes, at most 64 KB) serves twice the rows;
+// BLOCK_MULT doubles either where the copy is worth halving again.
 // BLOCK_MULT: blocks BLOCK_MULT times the base size. One token (base OneTokenConfig::kThreads):
 // 1 / BLOCK_MULT as many per SM, the same warps and register cap per SM (so the same code), but
 // 1 / BLOCK_MULT as many copies of X into shared memory (or RMS passes over X) per SM
@@ -311,7 +312,7 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
 // without spilling (ptxas, sm_90: 45-64) (few_tokens_block_warps).
 template <int NB, int BLOCK_MULT = 1>
 struct RowKernelShape {
-  static constexpr int kThreads = NB == 1 ? OneTokenConfig::kThreads * BLOCK_MULT : 512 * BLOCK_MULT;
+  static constexpr int kThreads = (NB == 1 ? OneTokenConfig::kThreads : 512) * BLOCK_MULT;
   static constexpr int min_blocks_per_sm(int lanes, int pieces) {
     return NB == 1 ? OneTokenConfig::min_blocks_per_sm(lanes, pieces) / BLOCK_MULT : 1;
   }
@@ -728,8 +729,6 @@ int few_tokens_override() {
   return v;
 }
 
-// SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
-// (experiments; read once; unset: the rule in one_token_shared_x).
 // SPARROW_MACKO_BLOCK_WARPS=8|16 overrides one_token_block_warps (experiments; read once).
 int one_token_block_warps_override() {
   static const int v = env_knob("SPARROW_MACKO_BLOCK_WARPS", 0);
@@ -742,6 +741,8 @@ int few_block_warps_override() {
   return v;
 }
 
+// SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
+// (experiments; read once; unset: the rule in one_token_shared_x).
 int shared_x_override() {
   static const int v = env_knob("SPARROW_MACKO_SHARED_X", -1);
   return v;
