@@ -76,6 +76,19 @@ __device__ __forceinline__ void entry_steps(uint32_t d, uint32_t& ev, uint32_t& 
   od = ((d >> 4) & 0x0F0F0F0Fu) + 0x01010101u;
 }
 
+// Which of the lane's 8 entries (starting at entry `base`) belong to the row [s, e): entries
+// lo..hi-1 (none when hi <= lo: past the row's end), and as byte masks of ev / od: byte j of
+// ev_keep for entry 2j with lo <= 2j < hi, of od_keep for entry 2j + 1 likewise. For the lanes
+// that straddle the row's start or end.
+struct RowKeep {
+  uint32_t lo, hi, ev_keep, od_keep;
+};
+__device__ __forceinline__ RowKeep row_keep(uint32_t base, uint32_t s, uint32_t e) {
+  const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
+  const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
+  return {lo, hi, byte_range((lo + 1) / 2, (hi + 1) / 2), byte_range(lo / 2, hi / 2)};
+}
+
 // Zeroes the values of the entries whose byte in ev_keep (even entries) or od_keep (odd entries)
 // is 0: entries of neighbouring rows in a row's first or last lane.
 __device__ __forceinline__ void keep_values(uint4& v, uint32_t ev_keep, uint32_t od_keep) {

@@ -37,11 +37,12 @@ namespace sparrow::kernels::macko_swiglu_mlp {
 namespace {
 
 using decode::byte_of;
-using decode::byte_range;
 using decode::entry_steps;
 using decode::keep_values;
 using decode::lane_columns;
 using decode::rms_scale;
+using decode::row_keep;
+using decode::RowKeep;
 using decode::warp_sum;
 
 
@@ -88,14 +89,11 @@ __device__ __forceinline__ float slot_row_dot(uint32_t s, uint32_t e, uint32_t s
     uint32_t ev, od;
     entry_steps(d, ev, od);
     if (base < s || base + Config::kChunk > e) {
-      // Entries lo..hi-1 of the lane are the row's (none when hi <= lo).
-      const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
-      const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
-      const uint32_t ev_keep = byte_range((lo + 1) / 2, (hi + 1) / 2);
-      const uint32_t od_keep = byte_range(lo / 2, hi / 2);
-      ev &= ev_keep;
-      od &= od_keep;
-      keep_values(v, ev_keep, od_keep);
+      // Entries of the neighbouring rows (decode_common.cuh): step 0 and value 0.
+      const RowKeep keep = row_keep(base, s, e);
+      ev &= keep.ev_keep;
+      od &= keep.od_keep;
+      keep_values(v, keep.ev_keep, keep.od_keep);
     }
     const auto [ends, starts, before, step] = lane_columns<LANES>(ev, od, sl);
     // Column before the lane's first entry (the row starts from column -1).
@@ -485,14 +483,8 @@ Status launch_facts(Kernel kernel, int64_t smem, int64_t max_smem, LaunchFacts& 
     int64_t smem;
     LaunchFacts facts;
   };
-  struct Limit {
-    const void* kernel;
-    int device;
-    int64_t smem;
-  };
   static std::mutex mu;
   static std::vector<Entry> cache;
-  static std::vector<Limit> limits;
   int dev = 0;
   SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   const void* key = reinterpret_cast<const void*>(kernel);
@@ -509,18 +501,14 @@ Status launch_facts(Kernel kernel, int64_t smem, int64_t max_smem, LaunchFacts& 
   facts.per_sm = 0;
   // More than a block may have: nothing to set or ask (the caller refuses it).
   if (smem + facts.static_smem > max_smem) return Status::success();
-  Limit* limit = nullptr;
-  for (Limit& l : limits) {
-    if (l.kernel == key && l.device == dev) limit = &l;
+  // The limit so far: the largest size cached for this kernel and device (each was set first).
+  int64_t limit = 0;
+  for (const Entry& e : cache) {
+    if (e.kernel == key && e.device == dev) limit = std::max(limit, e.smem);
   }
-  if (!limit) {
-    limits.push_back({key, dev, 0});
-    limit = &limits.back();
-  }
-  if (smem > limit->smem) {
+  if (smem > limit) {
     SPARROW_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    limit->smem = smem;
   }
   SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &facts.per_sm, kernel, Config::kThreads, size_t(smem)));

@@ -560,6 +560,8 @@ __global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
       // row's first entry gives it back (its step delta + 1 becomes delta).
       if (base < s || base + Config::kChunk > e) {
         // Entries lo..hi-1 of the lane are the row's (none when hi <= lo: past the row's end).
+        // (decode_common.cuh's row_keep is this arithmetic; written out here because calling it
+        // changed this kernel's sm_90 SASS, and the kernel's measured speed is for this code.)
         const uint32_t lo = base < s ? min(s - base, 8u) : 0u;
         const uint32_t hi = e > base ? min(e - base, 8u) : 0u;
         // Bytes j of ev (entry 2j) with lo <= 2j < hi, of od (entry 2j + 1) with lo <= 2j + 1 < hi.
