@@ -83,9 +83,10 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 int one_token_block_warps(int64_t cols, bool x_shared, int requested);
 // Warps per block of the 2..8-token row kernel: 32 for whole warps that run several rows each
 // (LANES = 32, PIECES = 1: one 1024-thread block per SM, one copy of X^T per SM), 16 for half
-// warps and row pieces (not measured in 32-warp blocks). Measured on the H100 (session 33,
-// bench/NOTES-decode.md): 0.87-0.98x the time of 16-warp blocks at N = 2 on 4096..22016 rows at
-// 50-90 %, 0.95-0.98x at N = 4..8 on K = 4096, the 7B engine at 90 % +1.0 % at batch 2.
+// warps and row pieces. Measured on the H100 (bench/NOTES-decode.md): whole warps 0.87-0.98x the
+// time of 16-warp blocks at N = 2 on 4096..22016 rows at 50-90 %, 0.95-0.98x at N = 4..8 on
+// K = 4096, the 7B engine at 90 % +1.0 % at batch 2 (session 33); half warps and pieces, which
+// run one row per segment (a grid of many waves), 0.93-1.22x, mostly slower (session 34).
 // `requested` 16 overrides (0: the rule).
 int few_tokens_block_warps(int lanes, int pieces, int requested);
 // Tokens per pass of the row kernels for N tokens: 1 for N = 1; 2 for N = 2 on K <=
