@@ -8,6 +8,14 @@
 # launches (the engine's) where they cover the query (src/dispatch/rule_table.cpp).
 #
 #   scripts/rule-table.sh            then rebuild; scripts/check_dispatch.py replays its choices
+#
+# After a rebuild the CPU test Dispatch.ShippedTableKeepsTheEngineMeasuredPicks names every engine
+# pick (Llama-2-7B's four matmuls at batch 1..32) the new table changed: measure those in the engine
+# (gpu-test.sh's engine stage, or bench-model with --format qkv=F,o=F,gate_up=F,down=F for the old
+# picks) before changing the test. Session 34 added its runs below (the dependent-launch files
+# `-s34-c3-dl-*.csv`, in `bench/results/2026-11-27-h100-s34-logs.tar.xz`, and session 33's c10
+# decode run): qkv and gate_up at 70 % and batch 8 moved from tca_bme to macko, and the engine ran
+# 1489 t/s against 1615, so they are not sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=bench/results
