@@ -198,57 +198,83 @@ Result<LlamaConfig> synth_config(const std::string& preset) {
   return llama_config(so.config);
 }
 
+Result<SynthParts> synth_parts(const std::string& preset, const prune::MaskOptions& mask,
+                               int threads) {
+  SPARROW_ASSIGN_OR_RETURN(const io::SynthOptions so, io::synth_preset(preset));
+  SPARROW_ASSIGN_OR_RETURN(const LlamaConfig c, llama_config(so.config));
+  SynthParts p;
+  p.name = preset + " (synth)";
+  p.config = c;
+  p.dtype = so.dtype;
+  p.mask = mask;
+  // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned once; synth_model
+  // copies it into every layer: generating 7B weights element by element takes minutes of host
+  // time, and the values do not change what a kernel reads (each layer still has its own copy
+  // in device memory, so nothing is shared in caches). The embeddings and an untied lm_head are
+  // the largest matrices (32000 x 4096 on the 7B): they are jobs of the same parallel loop,
+  // started first (each matrix has its own seed, so the values do not depend on the order).
+  HostMatrix head;  // untied lm_head, dense
+  const int64_t big = c.tied_embeddings ? 1 : 2;
+  SPARROW_RETURN_IF_ERROR(parallel_for(big + 7, threads, [&](int64_t job) -> Status {
+    if (job == 0) {
+      p.embed = patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed);
+      return {};
+    }
+    if (job < big) {
+      head = patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed + 1);
+      return {};
+    }
+    const int which = int(job - big);
+    const auto [rows, cols] = role_shape(c, which);
+    const HostMatrix w =
+        patterns::trained_like(p.dtype, rows, cols, so.seed + 100 + uint64_t(which));
+    SPARROW_ASSIGN_OR_RETURN(p.pruned[size_t(which)], prune_matrix(w.view(), mask));
+    p.density[size_t(which)] = density_of_matrix(p.pruned[size_t(which)]);
+    return {};
+  }));
+  SPARROW_ASSIGN_OR_RETURN(p.lm_head,
+                           encode(Format::dense, c.tied_embeddings ? p.embed.view() : head.view()));
+  return p;
+}
+
+Result<Model> synth_model(const SynthParts& parts, const std::string& format, bool need_gpu_kernel,
+                          int threads, int64_t pick_n) {
+  SPARROW_RETURN_IF_ERROR(check_format_choice(format));
+  const LlamaConfig& c = parts.config;
+  SPARROW_ASSIGN_OR_RETURN(const auto formats,
+                           layer_formats(c, parts.density, format, need_gpu_kernel, pick_n));
+  std::vector<Weight> roles(7);
+  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
+    SPARROW_ASSIGN_OR_RETURN(
+        roles[size_t(which)],
+        encode_pruned(formats[size_t(which)], parts.pruned[size_t(which)], parts.mask));
+    return {};
+  }));
+  Model m;
+  m.name = parts.name;
+  m.config = c;
+  m.dtype = parts.dtype;
+  m.embed = parts.embed;
+  m.final_norm.assign(size_t(c.hidden), 1.0f);
+  m.lm_head = parts.lm_head;
+  // The layers' copies in parallel: a dense 7B is 12.5 GB of fresh pages to fill.
+  m.layers.resize(size_t(c.layers));
+  SPARROW_RETURN_IF_ERROR(parallel_for(c.layers, threads, [&](int64_t i) -> Status {
+    Layer& l = m.layers[size_t(i)];
+    for (int which = 0; which < 7; ++which) *layer_weight(l, which) = roles[size_t(which)];
+    l.attn_norm.assign(size_t(c.hidden), 1.0f);
+    l.mlp_norm.assign(size_t(c.hidden), 1.0f);
+    return {};
+  }));
+  return m;
+}
+
 Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
                           const std::string& format, bool need_gpu_kernel, int threads,
                           int64_t pick_n) {
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
-  SPARROW_ASSIGN_OR_RETURN(const io::SynthOptions so, io::synth_preset(preset));
-  SPARROW_ASSIGN_OR_RETURN(const LlamaConfig c, llama_config(so.config));
-
-  Model m;
-  m.name = preset + " (synth)";
-  m.config = c;
-  m.dtype = so.dtype;
-  m.embed = patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed);
-  m.final_norm.assign(size_t(c.hidden), 1.0f);
-  if (c.tied_embeddings) {
-    SPARROW_ASSIGN_OR_RETURN(m.lm_head, encode(Format::dense, m.embed.view()));
-  } else {
-    SPARROW_ASSIGN_OR_RETURN(
-        m.lm_head, encode(Format::dense,
-                          patterns::trained_like(m.dtype, c.vocab, c.hidden, so.seed + 1).view()));
-  }
-  m.layers.resize(size_t(c.layers));
-  // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned and encoded once and
-  // copied into every layer: generating 7B weights element by element takes minutes of host
-  // time, and the values do not change what a kernel reads (each layer still has its own copy
-  // in device memory, so nothing is shared in caches).
-  std::array<HostMatrix, 7> pruned;
-  std::array<double, 7> density{};
-  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
-    const auto [rows, cols] = role_shape(c, int(which));
-    const HostMatrix w =
-        patterns::trained_like(m.dtype, rows, cols, so.seed + 100 + uint64_t(which));
-    SPARROW_ASSIGN_OR_RETURN(pruned[size_t(which)], prune_matrix(w.view(), mask));
-    density[size_t(which)] = density_of_matrix(pruned[size_t(which)]);
-    return {};
-  }));
-  SPARROW_ASSIGN_OR_RETURN(const auto formats,
-                           layer_formats(c, density, format, need_gpu_kernel, pick_n));
-  std::vector<Weight> roles(7);
-  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
-    SPARROW_ASSIGN_OR_RETURN(roles[size_t(which)],
-                             encode_pruned(formats[size_t(which)], pruned[size_t(which)], mask));
-    pruned[size_t(which)] = HostMatrix();  // the dense copy is no longer needed
-    return {};
-  }));
-  for (Layer& l : m.layers)
-    for (int which = 0; which < 7; ++which) *layer_weight(l, which) = roles[size_t(which)];
-  for (Layer& l : m.layers) {
-    l.attn_norm.assign(size_t(c.hidden), 1.0f);
-    l.mlp_norm.assign(size_t(c.hidden), 1.0f);
-  }
-  return m;
+  SPARROW_ASSIGN_OR_RETURN(const SynthParts parts, synth_parts(preset, mask, threads));
+  return synth_model(parts, format, need_gpu_kernel, threads, pick_n);
 }
 
 }  // namespace sparrow::engine

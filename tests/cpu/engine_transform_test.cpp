@@ -3,7 +3,10 @@
 // launches; the norm folded into qkv and gate_up).
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "engine_test_util.hpp"
 #include "sparrow/dispatch.hpp"
@@ -76,6 +79,55 @@ TEST(EngineTransform, PruneModelFastestEncodesThePicks) {
       EXPECT_EQ(got, want) << "N=" << n << ": " << names(got) << "vs " << names(want);
     }
   }
+}
+
+// synth_parts once, then a model per format (bench-model's batch groups): each model is the one
+// synth_model builds from the preset directly, value for value, and the parts stay reusable.
+TEST(EngineTransform, SynthPartsBuildTheSameModelPerFormat) {
+  prune::MaskOptions mask;
+  mask.sparsity = 0.5;
+  auto parts = engine::synth_parts("tiny", mask, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status().to_string();
+  auto same = [](const Weight& a, const Weight& b) {
+    auto da = decode(a), db = decode(b);
+    return da.ok() && db.ok() && da->bytes() == db->bytes() &&
+           std::memcmp(da->data(), db->data(), da->bytes()) == 0;
+  };
+  for (const char* format : {"macko", "tca_bme", "dense"}) {
+    auto from_parts = engine::synth_model(parts.value(), format, false, 2);
+    auto direct = engine::synth_model("tiny", mask, format, false, 1);
+    ASSERT_TRUE(from_parts.ok()) << from_parts.status().to_string();
+    ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+    const engine::Model& a = from_parts.value();
+    const engine::Model& b = direct.value();
+    EXPECT_EQ(a.name, b.name);
+    ASSERT_EQ(a.embed.bytes(), b.embed.bytes());
+    EXPECT_EQ(std::memcmp(a.embed.data(), b.embed.data(), a.embed.bytes()), 0) << format;
+    EXPECT_TRUE(same(a.lm_head, b.lm_head)) << format;
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    for (size_t i = 0; i < a.layers.size(); ++i) {
+      const engine::Layer& la = a.layers[i];
+      const engine::Layer& lb = b.layers[i];
+      for (auto [wa, wb] : {std::pair{&la.q, &lb.q}, {&la.k, &lb.k}, {&la.v, &lb.v},
+                            {&la.o, &lb.o}, {&la.gate, &lb.gate}, {&la.up, &lb.up},
+                            {&la.down, &lb.down}}) {
+        EXPECT_EQ(format_of(*wa), format_of(*wb)) << format << " layer " << i;
+        EXPECT_TRUE(same(*wa, *wb)) << format << " layer " << i;
+      }
+      EXPECT_EQ(la.attn_norm, lb.attn_norm);
+      EXPECT_EQ(la.mlp_norm, lb.mlp_norm);
+    }
+    EXPECT_EQ(a.final_norm, b.final_norm);
+    EXPECT_EQ(std::optional<Format>(format_of(a.layers[0].q)), parse_format(format));
+  }
+  // A bad format is refused before any work, as synth_model(preset, ...) refuses it.
+  auto bad = engine::synth_model(parts.value(), "sparse", false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::invalid_argument);
+  // An unknown preset: a clear error from synth_parts.
+  auto none = engine::synth_parts("llama9-1t", mask);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("llama9-1t"), std::string::npos) << none.status().message();
 }
 
 // A format per engine matmul ("qkv=dense,o=dense,gate_up=tca_bme,down=macko"): q, k, v take qkv's,

@@ -2,6 +2,7 @@
 // build a synthetic model of a known shape (bench-model --synth) without writing files.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,31 @@ Result<Model> reencode_model(const Model& m, Format format);
 
 // A synthetic model from a `sparrow synth` preset ("tiny", "llama2-7b", "llama3-8b") with
 // trained-like random weights, pruned by `mask` and encoded in `format` (as prune_model, with
-// `pick_n`), built in memory with `threads` host threads (0: all cores).
+// `pick_n`), built in memory with `threads` host threads (0: all cores). synth_parts then
+// synth_model(parts, ...).
 Result<Model> synth_model(const std::string& preset, const prune::MaskOptions& mask,
                           const std::string& format, bool need_gpu_kernel, int threads = 0,
                           int64_t pick_n = 1);
+
+// What a synthetic model is built from before any format is chosen: the embeddings, lm_head and
+// one pruned matrix per decoder role (q, k, v, o, gate, up, down; synth_model copies each into
+// every layer). Generating them is most of a build's time, so bench-model makes them once per
+// sparsity and a model per batch group's formats from them.
+struct SynthParts {
+  std::string name;
+  LlamaConfig config;
+  DType dtype = DType::fp16;
+  HostMatrix embed;
+  Weight lm_head;
+  std::array<HostMatrix, 7> pruned;  // by role, dense with the mask's zeros
+  std::array<double, 7> density{};
+  prune::MaskOptions mask;
+};
+Result<SynthParts> synth_parts(const std::string& preset, const prune::MaskOptions& mask,
+                               int threads = 0);
+// The model of `parts` with its linear layers encoded in `format` (as synth_model above).
+Result<Model> synth_model(const SynthParts& parts, const std::string& format, bool need_gpu_kernel,
+                          int threads = 0, int64_t pick_n = 1);
 
 // The engine's config of a synth preset (what synth_model builds).
 Result<LlamaConfig> synth_config(const std::string& preset);
