@@ -10,6 +10,9 @@
 # 1,2,4 then 8,32, each with EXTRA_LIMIT=560 and SKIP="gpu-tests memcheck racecheck bench-random
 # bench-tensor-core bench-prefill-best bench-magnitude bench-best-bf16 checkpoints" (then the carry
 # needs no test binary); SPARROW_ENGINE_SPARSITIES (default 0,0.5,0.7,0.9) narrows it further.
+# Since session 34 (after those timings) bench-model generates and prunes the synthetic weights
+# once per sparsity and each batch group only encodes them (on this 2-core host: 44 s for the
+# first 7B build before, 31 s after, 8 s for each further group); not yet timed on the GPU machine.
 set -euo pipefail
 BUILD=$1
 if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then
