@@ -156,7 +156,9 @@ Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const 
                           bool need_gpu_kernel, int64_t pick_n) {
   SPARROW_RETURN_IF_ERROR(check_format_choice(format));
   Model out = m;
-  for (Layer& l : out.layers) {
+  // Layers in parallel (each is pruned per matrix, so the result does not depend on the order).
+  SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(out.layers.size()), 0, [&](int64_t li) -> Status {
+    Layer& l = out.layers[size_t(li)];
     std::array<HostMatrix, 7> pruned;
     std::array<double, 7> density{};
     for (int i = 0; i < 7; ++i) {
@@ -170,7 +172,8 @@ Result<Model> prune_model(const Model& m, const prune::MaskOptions& mask, const 
       SPARROW_ASSIGN_OR_RETURN(*layer_weight(l, i),
                                encode_pruned(formats[size_t(i)], pruned[size_t(i)], mask));
     }
-  }
+    return {};
+  }));
   return out;
 }
 
