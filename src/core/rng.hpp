@@ -16,15 +16,13 @@ class Rng {
   }
   uint64_t next() {
     const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
+    step(s_);
     return result;
   }
+  // The state n calls of next() from now, in O(log n): xoshiro's state update is linear over
+  // GF(2), so n steps are a product of precomputed powers of its 256 x 256 bit matrix. Lets a
+  // long sequence be generated in parallel blocks with exactly the serial values (rng.cpp).
+  void advance(uint64_t n);
   double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   uint64_t below(uint64_t n) { return uint64_t(uniform() * double(n)); }  // [0, n)
@@ -36,6 +34,16 @@ class Rng {
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  // The state update of next() (its output scrambler aside).
+  static void step(uint64_t (&s)[4]) {
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+  }
   static uint64_t splitmix(uint64_t& x) {
     uint64_t z = (x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
+#include "core/rng.hpp"
 #include "cpu/test_util.hpp"
+#include "patterns/trained_like.hpp"
 #include "sparrow/patterns.hpp"
 
 using namespace sparrow;
@@ -90,4 +94,43 @@ TEST(Patterns, ParseAcceptsAndRejects) {
   EXPECT_FALSE(patterns::parse("block:0x4").ok());
   EXPECT_FALSE(patterns::parse("blocks").ok());
   EXPECT_FALSE(patterns::parse("gaussian").ok());
+}
+
+// Rng::advance(n) leaves the generator where n calls of next() would, for small n, across the
+// powers of two it composes, and for a large n split in two.
+TEST(Patterns, RngAdvanceIsNCallsOfNext) {
+  for (uint64_t n : {0ull, 1ull, 2ull, 3ull, 63ull, 64ull, 65ull, 1000ull, 123457ull}) {
+    Rng stepped(42), jumped(42);
+    for (uint64_t i = 0; i < n; ++i) stepped.next();
+    jumped.advance(n);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(jumped.next(), stepped.next()) << "n = " << n;
+  }
+  Rng once(7), twice(7);
+  once.advance((uint64_t(1) << 40) + 12345);
+  twice.advance(uint64_t(1) << 40);
+  twice.advance(12345);
+  EXPECT_EQ(once.next(), twice.next());
+}
+
+// trained_like fills blocks of rows in parallel from an advanced generator: the values are the
+// serial sequence's (draw_channel_scales, then one trained_like_value per element in row-major
+// order), on shapes of several blocks with odd sizes.
+TEST(Patterns, TrainedLikeIsTheSerialSequence) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape& sh : {Shape{600, 4097}, Shape{1100001, 2}, Shape{7, 13}}) {
+    for (DType t : {DType::fp16, DType::bf16}) {
+      const HostMatrix got = patterns::trained_like(t, sh.rows, sh.cols, 99);
+      Rng rng(99);
+      std::vector<float> row_scale, col_scale;
+      patterns::detail::draw_channel_scales(rng, sh.rows, sh.cols, row_scale, col_scale);
+      HostMatrix want(t, sh.rows, sh.cols);
+      for (int64_t r = 0; r < sh.rows; ++r)
+        for (int64_t c = 0; c < sh.cols; ++c)
+          want.set(r, c, patterns::detail::trained_like_value(rng, t, 0.02, row_scale[size_t(r)],
+                                                              col_scale[size_t(c)]));
+      EXPECT_TRUE(same_values(got.view(), want.view())) << sh.rows << "x" << sh.cols;
+    }
+  }
 }
