@@ -14,9 +14,12 @@ class Rng {
     uint64_t x = seed;
     for (auto& s : s_) s = splitmix(x);
   }
-  uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    step(s_);
+  uint64_t next() { return next_of(s_); }
+  // One xoshiro256** output of a bare state, which it steps (a copyable 4-word state elsewhere,
+  // such as the engine's Sampler, draws the same sequence as an Rng holding it).
+  static uint64_t next_of(uint64_t (&s)[4]) {
+    const uint64_t result = rotl(s[1] * 5, 7) * 9;
+    step(s);
     return result;
   }
   // The state n calls of next() from now, in O(log n): xoshiro's state update is linear over

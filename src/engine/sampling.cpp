@@ -35,17 +35,8 @@ Sampler::Sampler(const SamplingParams& p) : p_(p) {
 }
 
 double Sampler::uniform() {
-  // One step of the same xoshiro256** as sparrow::Rng, kept here so the sampler is copyable state.
-  auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
-  const uint64_t result = rotl(state_[1] * 5, 7) * 9;
-  const uint64_t t = state_[1] << 17;
-  state_[2] ^= state_[0];
-  state_[3] ^= state_[1];
-  state_[1] ^= state_[2];
-  state_[0] ^= state_[3];
-  state_[2] ^= t;
-  state_[3] = rotl(state_[3], 45);
-  return double(result >> 11) * 0x1.0p-53;
+  // The same xoshiro256** as sparrow::Rng on the sampler's own copyable state.
+  return double(Rng::next_of(state_) >> 11) * 0x1.0p-53;
 }
 
 int32_t Sampler::next(const float* logits, int64_t vocab) {
