@@ -11,8 +11,10 @@
 # bench-tensor-core bench-prefill-best bench-magnitude bench-best-bf16 checkpoints" (then the carry
 # needs no test binary); SPARROW_ENGINE_SPARSITIES (default 0,0.5,0.7,0.9) narrows it further.
 # Since session 34 (after those timings) bench-model generates and prunes the synthetic weights
-# once per sparsity and each batch group only encodes them (on this 2-core host: 44 s for the
-# first 7B build before, 31 s after, 8 s for each further group); not yet timed on the GPU machine.
+# once per sparsity, each batch group only encodes them, and every matrix is generated on all
+# cores (patterns::trained_like in row blocks; the same values). On a 2-core host: 44 s for the
+# first 7B build before, 31 s after, 8 s for each further group; the GPU machine has 16 cores and
+# has not timed it yet.
 set -euo pipefail
 BUILD=$1
 if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then
