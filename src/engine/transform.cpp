@@ -210,33 +210,28 @@ Result<SynthParts> synth_parts(const std::string& preset, const prune::MaskOptio
   p.config = c;
   p.dtype = so.dtype;
   p.mask = mask;
+  // The embeddings and lm_head (32000 x 4096 on the 7B): patterns::trained_like fills each on
+  // all cores itself.
+  p.embed = patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed);
+  SPARROW_ASSIGN_OR_RETURN(
+      p.lm_head,
+      encode(Format::dense,
+             c.tied_embeddings
+                 ? p.embed.view()
+                 : patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed + 1).view()));
   // One trained-like matrix per role (q, k, v, o, gate, up, down), pruned once; synth_model
   // copies it into every layer: generating 7B weights element by element takes minutes of host
   // time, and the values do not change what a kernel reads (each layer still has its own copy
-  // in device memory, so nothing is shared in caches). The embeddings and an untied lm_head are
-  // the largest matrices (32000 x 4096 on the 7B): they are jobs of the same parallel loop,
-  // started first (each matrix has its own seed, so the values do not depend on the order).
-  HostMatrix head;  // untied lm_head, dense
-  const int64_t big = c.tied_embeddings ? 1 : 2;
-  SPARROW_RETURN_IF_ERROR(parallel_for(big + 7, threads, [&](int64_t job) -> Status {
-    if (job == 0) {
-      p.embed = patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed);
-      return {};
-    }
-    if (job < big) {
-      head = patterns::trained_like(p.dtype, c.vocab, c.hidden, so.seed + 1);
-      return {};
-    }
-    const int which = int(job - big);
-    const auto [rows, cols] = role_shape(c, which);
+  // in device memory, so nothing is shared in caches). The roles in parallel too: pruning a
+  // matrix (its magnitude threshold) runs on one core.
+  SPARROW_RETURN_IF_ERROR(parallel_for(7, threads, [&](int64_t which) -> Status {
+    const auto [rows, cols] = role_shape(c, int(which));
     const HostMatrix w =
         patterns::trained_like(p.dtype, rows, cols, so.seed + 100 + uint64_t(which));
     SPARROW_ASSIGN_OR_RETURN(p.pruned[size_t(which)], prune_matrix(w.view(), mask));
     p.density[size_t(which)] = density_of_matrix(p.pruned[size_t(which)]);
     return {};
   }));
-  SPARROW_ASSIGN_OR_RETURN(p.lm_head,
-                           encode(Format::dense, c.tied_embeddings ? p.embed.view() : head.view()));
   return p;
 }
 
