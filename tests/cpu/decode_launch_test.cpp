@@ -22,25 +22,31 @@ TEST(DecodeLaunch, TokenBuckets) {
   for (int n = 9; n <= 16; ++n) EXPECT_EQ(token_bucket(n), 16) << n;
 }
 
-TEST(DecodeLaunch, DenseGemvPlanCoversRowsAndScalesWithTheDevice) {
-  // 4096 x 4096 on 132 SMs: 256 row tiles; ceil(132 * 32 / 256) = 17 warps wanted, capped at 8.
+TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
+  // One M tile (1..8 tokens): 4096 x 4096 has 256 row tiles, each block as wide as allowed.
   auto a = dense_gemv::plan(4096, 4096, 132, 1);
   EXPECT_EQ(a.blocks, 256);
   EXPECT_EQ(a.warps, dense_gemv::Config::kMaxWarps);
-  // Two M tiles per block (9..16 tokens): half the blocks.
+  // Many rows: still the widest blocks, on any device (measured faster than narrow ones that
+  // fill the SMs in fewer waves: 28672x8192 ran 4 % faster with 12 warps than with 3).
+  auto b = dense_gemv::plan(28672, 8192, 132, 1);
+  EXPECT_EQ(b.blocks, 1792);
+  EXPECT_EQ(b.warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(dense_gemv::plan(28672, 8192, 8, 1).warps, dense_gemv::Config::kMaxWarps);
+  // Two M tiles (9..16 tokens): half the blocks, a partial tile still gets one, and ~32 warps
+  // per SM: 22016 rows = 688 blocks, ceil(132 * 32 / 688) = 7 warps; 4096 rows = 128 blocks, 33
+  // wanted, capped; few SMs, many rows: one warp.
   EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).blocks, 128);
   EXPECT_EQ(dense_gemv::plan(4097, 4096, 132, 2).blocks, 129);
-  // Many rows, few SMs: one warp per block is enough to fill the device.
-  auto b = dense_gemv::plan(28672, 8192, 8, 1);
-  EXPECT_EQ(b.blocks, 1792);
-  EXPECT_EQ(b.warps, 1);
-  // A K of one step cannot use more than one warp.
+  EXPECT_EQ(dense_gemv::plan(22016, 4096, 132, 2).warps, 7);
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(dense_gemv::plan(28672, 8192, 8, 2).warps, 1);
+  // A K of one step (ld 8) cannot use more than one warp; 5 steps (ld 160) five.
   auto c = dense_gemv::plan(7, 8, 132, 1);
   EXPECT_EQ(c.blocks, 1);
   EXPECT_EQ(c.warps, 1);
-  // 11008 rows: 688 tiles, ceil(132*32/688) = 7 warps.
-  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 1).warps, 7);
-  EXPECT_GE(dense_gemv::plan(1, 1, 0, 1).warps, 1);  // a bogus SM count still gives a launch
+  EXPECT_EQ(dense_gemv::plan(64, 160, 132, 1).warps, 5);
+  EXPECT_GE(dense_gemv::plan(1, 1, 0, 2).warps, 1);  // a bogus SM count still gives a launch
 }
 
 TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {

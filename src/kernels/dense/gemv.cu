@@ -199,11 +199,13 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   LaunchPlan lp;
   const int64_t rows = int64_t(Config::kRowsPerTile) * std::max(m_tiles, 1);
   lp.blocks = (m + rows - 1) / rows;
-  const int64_t steps = (ld / 8 + 3) / 4;
-  const int64_t want = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
-                       std::max<int64_t>(lp.blocks, 1);
-  const int64_t useful = std::max<int64_t>(1, steps);  // a warp with no step would only idle
-  lp.warps = int(std::clamp<int64_t>(std::min(want, useful), 1, Config::kMaxWarps));
+  int64_t warps = Config::kMaxWarps;
+  if (m_tiles > 1) {
+    warps = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
+            std::max<int64_t>(lp.blocks, 1);
+  }
+  const int64_t steps = (ld / 8 + 3) / 4;  // a warp with no step would only idle
+  lp.warps = int(std::clamp<int64_t>(std::min(warps, steps), 1, Config::kMaxWarps));
   return lp;
 }
 

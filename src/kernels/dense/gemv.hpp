@@ -12,13 +12,17 @@ struct Config {
   static constexpr int kRowsPerTile = 16;     // one mma.m16n8k16 M tile; a block has 1 or 2
   static constexpr int kStepK = 32;           // K elements a warp consumes per step (4 lanes x 8)
   static constexpr int kStepsInFlight = 4;    // steps whose loads a lane issues before any mma
-  // Warps of a block, splitting K between them. 12: 4096-row weights (256 blocks) get 23 warps per
-  // SM in one wave (74 registers: 24 resident); 8 gave them 15 (4096x4096 N = 8: 14.5 -> 14.0 µs),
-  // 16 a second wave (15.0 µs at N = 1). Session 6, bench/NOTES-decode.md.
+  // Warps of a block, splitting K between them. One M tile (1..8 tokens, 73-79 registers: 24
+  // warps per SM resident) always takes this many, two blocks per SM (16 gave 4096-row weights a
+  // second wave, session 6). Wide blocks finish soonest, so the grid's last blocks leave SMs idle
+  // for the shortest time: 12 warps ran 2-4 % faster than the ~32-warps-per-SM sizing below on
+  // 12288..32000-row weights (28672x8192: 3 warps before, 1.7 waves) and the same elsewhere
+  // (session 35, bench/NOTES-decode.md).
   static constexpr int kMaxWarps = 12;
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
-  // ~32 warps per SM in total. Measured (bench/NOTES-decode.md): sizing blocks for exactly one
-  // wave of resident warps instead (3 warps per block on 11008 rows) was 3 % slower.
+  // Two M tiles (9..16 tokens) take 90-98 registers, 21 warps per SM, so a 12-warp block would be
+  // alone on its SM (measured 1.04-1.08x the time on 22016x4096 and 32000x4096): their blocks are
+  // sized for ~32 warps per SM instead (22016 rows: 3 blocks of 7 warps).
   static constexpr int kTargetWarpsPerSm = 32;
 };
 
@@ -28,8 +32,8 @@ struct LaunchPlan {
 };
 
 // Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
-// a device with `sm_count` SMs: ~kTargetWarpsPerSm warps per SM, no more warps per block than
-// there are K steps to share.
+// a device with `sm_count` SMs: kMaxWarps warps per block for one tile, ~kTargetWarpsPerSm warps
+// per SM for two; never more warps per block than there are K steps to share.
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
 Status run(const Problem& p, Stream stream);
