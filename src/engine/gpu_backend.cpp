@@ -12,8 +12,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/cuda_check.hpp"
+#include "core/parallel.hpp"
 #include "engine/gpu_ops.hpp"
 #include "engine/role_overrides.hpp"
 #include "engine/step_stamps.hpp"
@@ -239,38 +241,57 @@ class GpuBackend final : public Backend {
     }
 
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    // Weights, each linear layer in its own format.
+    // Weights, each linear layer in its own format. Stacking q/k/v and gate/up with the norms'
+    // gains folded in is host work (a 7B layer's: ~1 s of one core), so a window of layers is
+    // stacked at once on the host's threads; the uploads follow in layer order, and the window
+    // bounds how many stacked host copies exist at a time.
     layers_.resize(m.layers.size());
-    for (size_t i = 0; i < m.layers.size(); ++i) {
-      const Layer& l = m.layers[i];
-      DeviceLayer& d = layers_[i];
-      if (fused_) {
-        // Stacked on the host one layer at a time (the host copy is dropped after the upload),
-        // with the norm's gain folded in.
-        SPARROW_ASSIGN_OR_RETURN(Weight qkv, concat_rows({&l.q, &l.k, &l.v}));
-        d.attn_folded = fold_gain(qkv, l.attn_norm);
-        SPARROW_ASSIGN_OR_RETURN(d.qkv, to_device(qkv));
-        SPARROW_ASSIGN_OR_RETURN(Weight gate_up, concat_rows({&l.gate, &l.up}));
-        d.mlp_folded = fold_gain(gate_up, l.mlp_norm);
-        SPARROW_ASSIGN_OR_RETURN(d.gate_up, to_device(gate_up));
-        std::vector<float> bias = l.q_bias;
-        bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
-        bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
-        SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(bias, dt_));
-      } else {
-        SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
-        SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
-        SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
-        SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
-        SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
-        SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
-        SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
-        SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
+    struct Stacked {
+      Weight qkv, gate_up;
+      bool attn_folded = false, mlp_folded = false;
+    };
+    constexpr size_t kStackWindow = 4;
+    for (size_t w0 = 0; w0 < m.layers.size(); w0 += kStackWindow) {
+      const size_t w1 = std::min(m.layers.size(), w0 + kStackWindow);
+      std::vector<Stacked> stacked(fused_ ? w1 - w0 : 0);
+      SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(stacked.size()), 0, [&](int64_t j) -> Status {
+        const Layer& l = m.layers[w0 + size_t(j)];
+        Stacked& st = stacked[size_t(j)];
+        SPARROW_ASSIGN_OR_RETURN(st.qkv, concat_rows({&l.q, &l.k, &l.v}));
+        st.attn_folded = fold_gain(st.qkv, l.attn_norm);
+        SPARROW_ASSIGN_OR_RETURN(st.gate_up, concat_rows({&l.gate, &l.up}));
+        st.mlp_folded = fold_gain(st.gate_up, l.mlp_norm);
+        return Status::success();
+      }));
+      for (size_t i = w0; i < w1; ++i) {
+        const Layer& l = m.layers[i];
+        DeviceLayer& d = layers_[i];
+        if (fused_) {
+          Stacked& st = stacked[i - w0];
+          d.attn_folded = st.attn_folded;
+          d.mlp_folded = st.mlp_folded;
+          SPARROW_ASSIGN_OR_RETURN(d.qkv, to_device(st.qkv));
+          SPARROW_ASSIGN_OR_RETURN(d.gate_up, to_device(st.gate_up));
+          st = Stacked{};  // the host copies go as soon as they are on the device
+          std::vector<float> bias = l.q_bias;
+          bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
+          bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
+          SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(bias, dt_));
+        } else {
+          SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
+          SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
+          SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
+          SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
+          SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
+          SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
+          SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
+          SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
+        }
+        SPARROW_ASSIGN_OR_RETURN(d.o, to_device(l.o));
+        SPARROW_ASSIGN_OR_RETURN(d.down, to_device(l.down));
+        SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
+        SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
       }
-      SPARROW_ASSIGN_OR_RETURN(d.o, to_device(l.o));
-      SPARROW_ASSIGN_OR_RETURN(d.down, to_device(l.down));
-      SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
-      SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
     }
     if (foldable(format_of(m.lm_head))) {
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into

@@ -164,8 +164,11 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   // The KV cache only needs what the tests use.
   opt.context = std::min<int64_t>(model->config.context, std::max(a.prompt, a.gen) + 1);
   int exit_code = 0;
+  const double t_backend = now_s();
   auto backend = make_backend_or_report("bench-model", a.backend, model, opt, exit_code);
   if (!backend) return exit_code;
+  std::fprintf(stderr, "sparrow bench-model: %s backend loaded in %.1f s\n", backend->name(),
+               now_s() - t_backend);
 
   for (int batch : group.batches) {
     for (int test = 0; test < 2; ++test) {
