@@ -33,6 +33,9 @@ Result<Weight> concat_dense(const std::vector<const dense::Matrix*>& ms, const S
   out.shape = shape;
   out.ld = ms[0]->ld;
   std::vector<uint8_t> values;
+  size_t total = 0;  // reserved up front: growing a multi-GB copy would copy it again
+  for (const auto* m : ms) total += m->values.size();
+  values.reserve(total);
   for (const auto* m : ms) {
     if (m->ld != out.ld) return unsupported("concat_rows: dense parts have different row strides");
     append(values, m->values);
@@ -79,6 +82,11 @@ Result<Weight> concat_macko(const std::vector<const macko::Matrix*>& ms, const S
   std::vector<uint16_t> values;
   std::vector<uint8_t> deltas;  // (entries + 1) / 2 bytes while joining
   uint64_t n = 0;               // entries joined so far
+  size_t total = 0, rows = 1;   // reserved up front (as concat_dense)
+  for (const auto* m : ms) total += m->values.size(), rows += m->row_ptr.size();
+  values.reserve(total + macko::kPad);
+  deltas.reserve(total / 2 + macko::kPad);
+  row_ptr.reserve(rows);
   for (const auto* m : ms) {
     const uint32_t used = m->row_ptr.host().back();  // entries before the part's zero tail
     if (n + used > uint64_t(UINT32_MAX) - uint64_t(macko::kPad)) {
@@ -135,6 +143,9 @@ Result<Weight> concat_tca_bme(const std::vector<const tca_bme::Matrix*>& ms, con
   std::vector<uint64_t> bitmaps;
   std::vector<uint32_t> offsets{0};
   std::vector<uint16_t> values;
+  size_t total = 0;  // reserved up front (as concat_dense)
+  for (const auto* m : ms) total += m->values.size();
+  values.reserve(total);
   for (const auto* m : ms) {
     const uint64_t base = offsets.back();
     if (base + m->values.size() > UINT32_MAX) {

@@ -192,6 +192,20 @@ TEST(ScaleColumns, MultipliesEachColumnAndKeepsThePattern) {
   }
 }
 
+// The refusal names the lowest column whose product does not fit, whichever row (and thread) met
+// it first: columns 13 and 7 overflow here, the message says 7.
+TEST(ScaleColumns, NamesTheLowestColumnThatOverflows) {
+  const HostMatrix h = patterns::random(DType::fp16, 300, 20, 0.0, 13);
+  auto w = encode(Format::dense, h.view());
+  ASSERT_TRUE(w.ok());
+  std::vector<float> gain(20, 1.f);
+  gain[13] = gain[7] = 1e9f;
+  Weight copy = w.value();
+  const Status st = scale_columns(copy, gain);
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find("column 7 "), std::string::npos) << st.to_string();
+}
+
 TEST(ScaleColumns, RefusesWhatItCannotDoAndLeavesWUnchanged) {
   const HostMatrix h = patterns::random(DType::fp16, 8, 20, 0.5, 12);
   auto w = encode(Format::dense, h.view());
