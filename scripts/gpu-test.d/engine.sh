@@ -6,15 +6,15 @@
 # 7B model per batch size whose rule-table picks differ from the previous one's, ~25 s each: with
 # batch 2 and 4 (since session 30) the 7B part took 432 s (session 30), 518 s (session 33) and more
 # than 560 s (session 34, cut off before the last sparsity's batch 32): too close to a device
-# call's 600 s. Split it over two calls with SPARROW_ENGINE_BATCHES (default 1,2,4,8,32), e.g.
+# call's 600 s. It can be split over two calls with SPARROW_ENGINE_BATCHES (default 1,2,4,8,32), e.g.
 # 1,2,4 then 8,32, each with EXTRA_LIMIT=560 and SKIP="gpu-tests memcheck racecheck bench-random
 # bench-tensor-core bench-prefill-best bench-magnitude bench-best-bf16 checkpoints" (then the carry
 # needs no test binary); SPARROW_ENGINE_SPARSITIES (default 0,0.5,0.7,0.9) narrows it further.
-# Since session 34 (after those timings) bench-model generates and prunes the synthetic weights
-# once per sparsity, each batch group only encodes them, and every matrix is generated on all
-# cores (patterns::trained_like in row blocks; the same values). On a 2-core host: 44 s for the
-# first 7B build before, 31 s after, 8 s for each further group; the GPU machine has 16 cores and
-# has not timed it yet.
+# Since session 34 bench-model generates and prunes the synthetic weights once per sparsity (3-6 s
+# on the GPU machine), each batch group only encodes them (~1 s), and since session 35 the GPU
+# backend stacks and folds four layers at once: the whole stage took 191 s there (session 35, c4;
+# over 380 s in c2 before the backend change), so it fits one call again. bench-model prints each
+# group's backend load time (dense 7B: ~19 s, most of what is left).
 set -euo pipefail
 BUILD=$1
 if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then
