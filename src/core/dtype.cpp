@@ -1,8 +1,5 @@
 #include "sparrow/dtype.hpp"
 
-#include <cmath>
-#include <cstring>
-
 namespace sparrow {
 
 const char* dtype_name(DType t) {
@@ -48,7 +45,9 @@ void store_from_float(void* data, DType t, size_t i, float v) {
 }
 
 bool is_zero_element(const void* data, DType t, size_t i) {
-  if (t == DType::fp32) return (detail::float_bits(static_cast<const float*>(data)[i]) & 0x7FFFFFFFu) == 0;
+  if (t == DType::fp32) {
+    return (detail::float_bits(static_cast<const float*>(data)[i]) & 0x7FFFFFFFu) == 0;
+  }
   return is_zero16(static_cast<const uint16_t*>(data)[i]);
 }
 
