@@ -121,16 +121,16 @@ HostMatrix trained_like(DType t, int64_t rows, int64_t cols, uint64_t seed, doub
   std::vector<float> row_scale, col_scale;
   detail::draw_channel_scales(rng, rows, cols, row_scale, col_scale);
   HostMatrix w(t, rows, cols);
-  // Element (r, c) is the (r * cols + c)-th value after the scales, and each value takes two
-  // draws (trained_like_value: one normal), so blocks of rows run in parallel, each from the
-  // generator advanced to its first element: the serial sequence, in a fraction of the time
-  // (a 32000 x 4096 embedding table took ~10 s on one core).
+  // Element (r, c) is the (r * cols + c)-th value after the scales, and each value takes
+  // kDrawsPerValue draws, so blocks of rows run in parallel, each from the generator advanced to
+  // its first element: the serial sequence, in a fraction of the time (a 32000 x 4096 embedding
+  // table took ~10 s on one core).
   const int64_t block_rows = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(cols, 1));
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
   const Status s = parallel_for(blocks, 0, [&](int64_t b) -> Status {
     Rng local = rng;
     const int64_t r0 = b * block_rows, r1 = std::min(rows, r0 + block_rows);
-    local.advance(2 * uint64_t(r0) * uint64_t(cols));
+    local.advance(detail::kDrawsPerValue * uint64_t(r0) * uint64_t(cols));
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = 0; c < cols; ++c)
         w.set(r, c,

@@ -15,5 +15,8 @@ void draw_channel_scales(Rng& rng, int64_t rows, int64_t cols, std::vector<float
                          std::vector<float>& col_scale);
 // One signed weight: |N(0,1)| * scale * row_scale * col_scale rounded to `t`, never zero.
 float trained_like_value(Rng& rng, DType t, double scale, float row_scale, float col_scale);
+// Calls of rng.next() each trained_like_value makes, always (one Rng::normal: two uniforms):
+// trained_like jumps its generator by this much per element to fill blocks in parallel.
+constexpr uint64_t kDrawsPerValue = 2;
 
 }  // namespace sparrow::patterns::detail

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -283,7 +284,7 @@ int run_bench_model(const BenchModelArgs& a) {
     }
     // A synthetic model's weights are generated and pruned once per sparsity; each batch group
     // only encodes them in its formats (generation was most of a group's build time).
-    std::unique_ptr<engine::SynthParts> synth;
+    std::optional<engine::SynthParts> synth;
     if (!a.synth.empty()) {
       const double t_parts = now_s();
       auto parts = engine::synth_parts(a.synth, mo, a.threads);
@@ -291,12 +292,12 @@ int run_bench_model(const BenchModelArgs& a) {
         std::fprintf(stderr, "sparrow bench-model: %s\n", parts.status().to_string().c_str());
         return parts.status().code() == Code::invalid_argument ? kExitBadArgs : 1;
       }
-      synth = std::make_unique<engine::SynthParts>(std::move(parts).value());
+      synth = std::move(parts).value();
       std::fprintf(stderr, "sparrow bench-model: %s weights at sparsity %.2f generated in %.1f s\n",
                    synth->name.c_str(), mo.sparsity, now_s() - t_parts);
     }
     for (const BatchGroup& group : groups.value()) {
-      if (int rc = run_group(a, loaded, synth.get(), mo, sparsity, format, group, rows); rc != 0)
+      if (int rc = run_group(a, loaded, synth ? &*synth : nullptr, mo, sparsity, format, group, rows); rc != 0)
         return rc;
     }
   }
