@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +137,10 @@ bool fold_gain(Weight& w, const std::vector<float>& gain) {
   return foldable(format_of(w)) && scale_columns(w, gain).ok();
 }
 
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string gib(size_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(size_t(1) << 30));
@@ -254,6 +259,7 @@ class GpuBackend final : public Backend {
     for (size_t w0 = 0; w0 < m.layers.size(); w0 += kStackWindow) {
       const size_t w1 = std::min(m.layers.size(), w0 + kStackWindow);
       std::vector<Stacked> stacked(fused_ ? w1 - w0 : 0);
+      const double t_prepare = seconds_now();
       SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(stacked.size()), 0, [&](int64_t j) -> Status {
         const Layer& l = m.layers[w0 + size_t(j)];
         Stacked& st = stacked[size_t(j)];
@@ -263,6 +269,8 @@ class GpuBackend final : public Backend {
         st.mlp_folded = fold_gain(st.gate_up, l.mlp_norm);
         return Status::success();
       }));
+      const double t_copy = seconds_now();
+      load_.prepare_s += t_copy - t_prepare;
       for (size_t i = w0; i < w1; ++i) {
         const Layer& l = m.layers[i];
         DeviceLayer& d = layers_[i];
@@ -292,13 +300,20 @@ class GpuBackend final : public Backend {
         SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
         SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
       }
+      load_.copy_s += seconds_now() - t_copy;
     }
     if (foldable(format_of(m.lm_head))) {
+      const double t0 = seconds_now();
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
       final_folded_ = fold_gain(head, m.final_norm);  // unchanged when it refuses
+      const double t1 = seconds_now();
       SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(head));
+      load_.prepare_s += t1 - t0;
+      load_.copy_s += seconds_now() - t1;
     } else {
+      const double t0 = seconds_now();
       SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(m.lm_head));
+      load_.copy_s += seconds_now() - t0;
     }
     SPARROW_ASSIGN_OR_RETURN(ones_, upload_floats(std::vector<float>(size_t(c.hidden), 1.0f)));
     SPARROW_ASSIGN_OR_RETURN(embed_, DeviceArray::alloc(m.embed.bytes()));
@@ -365,6 +380,7 @@ class GpuBackend final : public Backend {
   int64_t position() const override { return position_; }
   void reset() override { position_ = 0; }
   MemoryReport memory() const override { return mem_; }
+  LoadReport load_report() const override { return load_; }
 
   Status forward(const int32_t* tokens, int batch, int64_t count, bool all_logits,
                  std::vector<float>& logits) override {
@@ -744,6 +760,7 @@ class GpuBackend final : public Backend {
   gpu::AttentionShape shape_;
   int64_t splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;
+  LoadReport load_;
   cudaStream_t stream_ = nullptr;
   void* pinned_ = nullptr;
   std::vector<DeviceLayer> layers_;

@@ -1,13 +1,22 @@
-// scale_columns: W' = W diag(gain) on a host weight, computed into a copy of the values and
-// swapped in only when every product is finite, so a refusal leaves W as it was. Rows are split
-// over the host's threads: the engine folds every norm of a 7B model (~6.5 G elements) at load.
+// scale_columns: W' = W diag(gain) on a host weight, written only when every product fits (dense:
+// a checking pass, then in place; sparse formats: into a copy of the values swapped in at the
+// end), so a refusal leaves W as it was. Rows are split over the host's threads: the engine folds
+// every norm of a 7B model (~6.5 G elements) at load.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SPARROW_HOST_F16C 1
+#else
+#define SPARROW_HOST_F16C 0
+#endif
 
 #include "core/parallel.hpp"
 #include "formats/tca_bme/tile_geometry.hpp"
@@ -90,46 +99,96 @@ struct ScaledValues {
   }
 };
 
-// One row of 16-bit elements; the lowest column whose product was not finite, or -1.
-template <DType T>
+// One row of 16-bit elements: the lowest column whose product is not finite, or -1. STORE: write
+// the products back (else only check them).
+template <DType T, bool STORE>
 int64_t scale_row16(uint8_t* row, const float* gain, int64_t cols) {
   int64_t bad = -1;
   for (int64_t c = 0; c < cols; ++c) {
     uint16_t b;
     std::memcpy(&b, row + 2 * c, 2);
     const bool ok = scale16<T>(b, gain[c]);
-    std::memcpy(row + 2 * c, &b, 2);
+    if constexpr (STORE) std::memcpy(row + 2 * c, &b, 2);
     if (!ok && bad < 0) bad = c;
   }
   return bad;
 }
 
+#if SPARROW_HOST_F16C
+// The same for fp16 rows with x86's F16C conversions, 8 elements per instruction (the software
+// conversions were most of a 7B fold's time). Products are rounded to nearest even like
+// float_to_half, so the bits are the same (tests/cpu/weight_test.cpp compares them).
+template <bool STORE>
+__attribute__((target("avx,f16c"))) int64_t scale_row_f16c(uint8_t* row, const float* gain,
+                                                           int64_t cols) {
+  const __m128i exp_mask = _mm_set1_epi16(0x7C00);
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+    const __m256 p = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(gain + c));
+    const __m128i r = _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    // An all-ones exponent (inf or nan) in any lane: the lowest such column.
+    const int inf = _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(r, exp_mask), exp_mask));
+    if (inf != 0) return c + __builtin_ctz(unsigned(inf)) / 2;
+    if constexpr (STORE) _mm_storeu_si128(reinterpret_cast<__m128i*>(row + 2 * c), r);
+  }
+  const int64_t bad = scale_row16<DType::fp16, STORE>(row + 2 * c, gain + c, cols - c);
+  return bad < 0 ? -1 : c + bad;
+}
+
+bool host_has_f16c() {
+  static const bool v = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return v;
+}
+#endif
+
+// Row r of a 16-bit dense matrix; the lowest bad column, or -1 (with STORE, a row with a bad
+// column may be partly written: the caller checks every row first).
+template <bool STORE>
+int64_t scale_dense_row16(DType t, uint8_t* row, const float* gain, int64_t cols) {
+  if (t == DType::bf16) return scale_row16<DType::bf16, STORE>(row, gain, cols);
+#if SPARROW_HOST_F16C
+  if (host_has_f16c()) return scale_row_f16c<STORE>(row, gain, cols);
+#endif
+  return scale_row16<DType::fp16, STORE>(row, gain, cols);
+}
+
+template <bool STORE>
+int64_t scale_dense_row32(uint8_t* row, const float* gain, int64_t cols) {
+  int64_t bad = -1;
+  for (int64_t c = 0; c < cols; ++c) {
+    float v;
+    std::memcpy(&v, row + 4 * c, 4);
+    v *= gain[c];
+    if constexpr (STORE) std::memcpy(row + 4 * c, &v, 4);
+    if (!std::isfinite(v) && bad < 0) bad = c;
+  }
+  return bad;
+}
+
+// In place, after a pass that only checks every product: a scaled copy (so that a refusal leaves
+// W as it was) cost a 7B model's load a third of the fold's time in page faults of the fresh
+// pages, and the check is a read of what the apply pass reads anyway.
 Status scale_dense(dense::Matrix& m, const std::vector<float>& gain) {
   const DType t = m.shape.dtype;
-  std::vector<uint8_t> out = m.values.host();
+  const size_t es = dtype_size(t);
+  uint8_t* values = m.values.data();
   FirstBad bad;
-  for_row_blocks(m.shape.rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      if (t != DType::fp32) {
-        uint8_t* row = &out[size_t(r * m.ld) * 2];
-        const int64_t c = t == DType::fp16
-                              ? scale_row16<DType::fp16>(row, gain.data(), m.shape.cols)
-                              : scale_row16<DType::bf16>(row, gain.data(), m.shape.cols);
+  auto pass = [&](auto store) {
+    constexpr bool kStore = decltype(store)::value;
+    for_row_blocks(m.shape.rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        uint8_t* row = values + size_t(r * m.ld) * es;
+        const int64_t c = t == DType::fp32
+                              ? scale_dense_row32<kStore>(row, gain.data(), m.shape.cols)
+                              : scale_dense_row16<kStore>(t, row, gain.data(), m.shape.cols);
         if (c >= 0) bad.note(c);
-        continue;
       }
-      for (int64_t c = 0; c < m.shape.cols; ++c) {
-        const size_t i = size_t(r * m.ld + c);
-        float v;
-        std::memcpy(&v, &out[i * 4], 4);
-        v *= gain[size_t(c)];
-        std::memcpy(&out[i * 4], &v, 4);
-        if (!std::isfinite(v)) bad.note(c);
-      }
-    }
-  });
+    });
+  };
+  pass(std::false_type{});
   if (bad.col >= 0) return overflow(bad.col);
-  m.values = Buffer<uint8_t>(std::move(out));
+  pass(std::true_type{});
   return {};
 }
 

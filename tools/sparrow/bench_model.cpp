@@ -168,8 +168,16 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   const double t_backend = now_s();
   auto backend = make_backend_or_report("bench-model", a.backend, model, opt, exit_code);
   if (!backend) return exit_code;
-  std::fprintf(stderr, "sparrow bench-model: %s backend loaded in %.1f s\n", backend->name(),
-               now_s() - t_backend);
+  const engine::LoadReport load = backend->load_report();
+  char parts[160] = "";
+  if (load.prepare_s > 0 || load.copy_s > 0) {  // the GPU backend's parts
+    std::snprintf(parts, sizeof parts,
+                  " (weights prepared on the host in %.1f s, allocated and copied to the device "
+                  "in %.1f s)",
+                  load.prepare_s, load.copy_s);
+  }
+  std::fprintf(stderr, "sparrow bench-model: %s backend loaded in %.1f s%s\n", backend->name(),
+               now_s() - t_backend, parts);
 
   for (int batch : group.batches) {
     for (int test = 0; test < 2; ++test) {

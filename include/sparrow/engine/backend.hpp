@@ -28,6 +28,12 @@ struct MemoryReport {
   size_t peak_device_bytes = 0;  // GPU: device memory in use at its highest (0 on the CPU)
 };
 
+// Where the backend's construction spent its time, in seconds (zeros where a part does not apply).
+struct LoadReport {
+  double prepare_s = 0;  // host work on the weights (GPU: stacking q/k/v and gate/up, norm folds)
+  double copy_s = 0;     // the weights' device allocations and copies
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -50,6 +56,7 @@ class Backend {
   virtual Status forward_greedy(const int32_t* tokens, int batch, int64_t count,
                                 std::vector<int32_t>& next);
   virtual MemoryReport memory() const = 0;
+  virtual LoadReport load_report() const { return {}; }
 };
 
 // fp32 arithmetic on the host; every linear layer held as a plain fp32 dense copy of its decoded
