@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <optional>
 #include <string>
@@ -246,57 +247,77 @@ class GpuBackend final : public Backend {
     }
 
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    // Weights, each linear layer in its own format. Stacking q/k/v and gate/up with the norms'
-    // gains folded in is host work (a 7B layer's: ~1 s of one core), so a window of layers is
-    // stacked at once on the host's threads; the uploads follow in layer order, and the window
-    // bounds how many stacked host copies exist at a time.
+    // Weights, each linear layer in its own format. Each layer's weights are first prepared on the
+    // host: q/k/v and gate/up stacked with the norms' gains folded in (a 7B layer's: ~1 s of one
+    // core), o and down (and unstacked projections) copied, so that every upload is a move
+    // (to_device(Weight&&): a copy made inside the upload page-faulted at ~1.4 GB/s on the H100
+    // machine). A window of layers is prepared at once on the host's threads, the next window
+    // while this one's weights are copied to the device; the window bounds how many prepared host
+    // copies exist at a time (two windows' at most).
     layers_.resize(m.layers.size());
-    struct Stacked {
-      Weight qkv, gate_up;
+    struct Prepared {
+      Weight qkv, gate_up;          // stacked
+      Weight q, k, v, gate, up;     // not stacked
+      Weight o, down;
       bool attn_folded = false, mlp_folded = false;
     };
-    constexpr size_t kStackWindow = 4;
-    for (size_t w0 = 0; w0 < m.layers.size(); w0 += kStackWindow) {
-      const size_t w1 = std::min(m.layers.size(), w0 + kStackWindow);
-      std::vector<Stacked> stacked(fused_ ? w1 - w0 : 0);
-      const double t_prepare = seconds_now();
-      SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(stacked.size()), 0, [&](int64_t j) -> Status {
+    constexpr size_t kWindow = 4;
+    const size_t n_layers = m.layers.size();
+    auto prepare_window = [this, &m](size_t w0) -> Result<std::pair<std::vector<Prepared>, double>> {
+      const double t0 = seconds_now();
+      std::vector<Prepared> prepared(std::min(m.layers.size(), w0 + kWindow) - w0);
+      SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(prepared.size()), 0, [&](int64_t j) -> Status {
         const Layer& l = m.layers[w0 + size_t(j)];
-        Stacked& st = stacked[size_t(j)];
-        SPARROW_ASSIGN_OR_RETURN(st.qkv, concat_rows({&l.q, &l.k, &l.v}));
-        st.attn_folded = fold_gain(st.qkv, l.attn_norm);
-        SPARROW_ASSIGN_OR_RETURN(st.gate_up, concat_rows({&l.gate, &l.up}));
-        st.mlp_folded = fold_gain(st.gate_up, l.mlp_norm);
+        Prepared& p = prepared[size_t(j)];
+        if (fused_) {
+          SPARROW_ASSIGN_OR_RETURN(p.qkv, concat_rows({&l.q, &l.k, &l.v}));
+          p.attn_folded = fold_gain(p.qkv, l.attn_norm);
+          SPARROW_ASSIGN_OR_RETURN(p.gate_up, concat_rows({&l.gate, &l.up}));
+          p.mlp_folded = fold_gain(p.gate_up, l.mlp_norm);
+        } else {
+          p.q = l.q, p.k = l.k, p.v = l.v, p.gate = l.gate, p.up = l.up;
+        }
+        p.o = l.o, p.down = l.down;
         return Status::success();
       }));
+      return std::make_pair(std::move(prepared), seconds_now() - t0);
+    };
+    // (A pending window's future waits for it on every return path below.)
+    std::future<Result<std::pair<std::vector<Prepared>, double>>> next;
+    if (n_layers > 0) next = std::async(std::launch::async, prepare_window, size_t(0));
+    for (size_t w0 = 0; w0 < n_layers; w0 += kWindow) {
+      const size_t w1 = std::min(n_layers, w0 + kWindow);
+      auto ready = next.get();
+      SPARROW_RETURN_IF_ERROR(ready.status());
+      if (w1 < n_layers) next = std::async(std::launch::async, prepare_window, w1);
+      std::vector<Prepared> prepared = std::move(ready.value().first);
+      load_.prepare_s += ready.value().second;
       const double t_copy = seconds_now();
-      load_.prepare_s += t_copy - t_prepare;
       for (size_t i = w0; i < w1; ++i) {
         const Layer& l = m.layers[i];
         DeviceLayer& d = layers_[i];
+        Prepared& p = prepared[i - w0];
         if (fused_) {
-          Stacked& st = stacked[i - w0];
-          d.attn_folded = st.attn_folded;
-          d.mlp_folded = st.mlp_folded;
-          SPARROW_ASSIGN_OR_RETURN(d.qkv, to_device(st.qkv));
-          SPARROW_ASSIGN_OR_RETURN(d.gate_up, to_device(st.gate_up));
-          st = Stacked{};  // the host copies go as soon as they are on the device
+          d.attn_folded = p.attn_folded;
+          d.mlp_folded = p.mlp_folded;
+          SPARROW_ASSIGN_OR_RETURN(d.qkv, to_device(std::move(p.qkv)));
+          SPARROW_ASSIGN_OR_RETURN(d.gate_up, to_device(std::move(p.gate_up)));
           std::vector<float> bias = l.q_bias;
           bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
           bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
           SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(bias, dt_));
         } else {
-          SPARROW_ASSIGN_OR_RETURN(d.q, to_device(l.q));
-          SPARROW_ASSIGN_OR_RETURN(d.k, to_device(l.k));
-          SPARROW_ASSIGN_OR_RETURN(d.v, to_device(l.v));
-          SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(l.gate));
-          SPARROW_ASSIGN_OR_RETURN(d.up, to_device(l.up));
+          SPARROW_ASSIGN_OR_RETURN(d.q, to_device(std::move(p.q)));
+          SPARROW_ASSIGN_OR_RETURN(d.k, to_device(std::move(p.k)));
+          SPARROW_ASSIGN_OR_RETURN(d.v, to_device(std::move(p.v)));
+          SPARROW_ASSIGN_OR_RETURN(d.gate, to_device(std::move(p.gate)));
+          SPARROW_ASSIGN_OR_RETURN(d.up, to_device(std::move(p.up)));
           SPARROW_ASSIGN_OR_RETURN(d.q_bias, upload_as(l.q_bias, dt_));
           SPARROW_ASSIGN_OR_RETURN(d.k_bias, upload_as(l.k_bias, dt_));
           SPARROW_ASSIGN_OR_RETURN(d.v_bias, upload_as(l.v_bias, dt_));
         }
-        SPARROW_ASSIGN_OR_RETURN(d.o, to_device(l.o));
-        SPARROW_ASSIGN_OR_RETURN(d.down, to_device(l.down));
+        SPARROW_ASSIGN_OR_RETURN(d.o, to_device(std::move(p.o)));
+        SPARROW_ASSIGN_OR_RETURN(d.down, to_device(std::move(p.down)));
         SPARROW_ASSIGN_OR_RETURN(d.attn_norm, upload_floats(l.attn_norm));
         SPARROW_ASSIGN_OR_RETURN(d.mlp_norm, upload_floats(l.mlp_norm));
       }
@@ -307,7 +328,7 @@ class GpuBackend final : public Backend {
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
       final_folded_ = fold_gain(head, m.final_norm);  // unchanged when it refuses
       const double t1 = seconds_now();
-      SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(head));
+      SPARROW_ASSIGN_OR_RETURN(lm_head_, to_device(std::move(head)));
       load_.prepare_s += t1 - t0;
       load_.copy_s += seconds_now() - t1;
     } else {

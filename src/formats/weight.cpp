@@ -54,8 +54,8 @@ Status for_each_buffer(nm::Matrix& m, F&& f) {
   return f(m.indices);
 }
 
-Result<Weight> move_to(const Weight& w, Location where) {
-  Weight out = w;  // copies scalars and host vectors; buffers are replaced below
+// `out`'s buffers replaced one by one by copies at `where` (each old one freed as it goes).
+Result<Weight> move_to(Weight out, Location where) {
   Status s = std::visit(
       [&](auto& m) {
         return for_each_buffer(m, [&](auto& buf) -> Status {
@@ -162,6 +162,7 @@ std::vector<ArrayBytes> arrays_of(const Weight& w) {
 }
 
 Result<Weight> to_device(const Weight& w) { return move_to(w, Location::device); }
+Result<Weight> to_device(Weight&& w) { return move_to(std::move(w), Location::device); }
 Result<Weight> to_host(const Weight& w) { return move_to(w, Location::host); }
 
 }  // namespace sparrow

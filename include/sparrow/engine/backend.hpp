@@ -28,7 +28,8 @@ struct MemoryReport {
   size_t peak_device_bytes = 0;  // GPU: device memory in use at its highest (0 on the CPU)
 };
 
-// Where the backend's construction spent its time, in seconds (zeros where a part does not apply).
+// Where the backend's construction spent its time, in seconds (zeros where a part does not
+// apply). The GPU backend prepares the next layers while it copies others, so the parts overlap.
 struct LoadReport {
   double prepare_s = 0;  // host work on the weights (GPU: stacking q/k/v and gate/up, norm folds)
   double copy_s = 0;     // the weights' device allocations and copies
