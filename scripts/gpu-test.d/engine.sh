@@ -14,7 +14,9 @@
 # on the GPU machine), each batch group only encodes them (~1 s), and since session 35 the GPU
 # backend stacks and folds four layers at once: the whole stage took 191 s there (session 35, c4;
 # over 380 s in c2 before the backend change), so it fits one call again. bench-model prints each
-# group's backend load time (dense 7B: ~19 s, most of what is left).
+# group's backend load time and its parts: dense 7B ~18 s until session 36, ~5 s since (uploads
+# without a host copy). Since session 36 the stage also runs issue 6's own test, tg128 at batch 1
+# with a 16-token prompt (about 60 s; SPARROW_ENGINE_TG128=0 leaves it out).
 set -euo pipefail
 BUILD=$1
 if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; then
@@ -24,3 +26,7 @@ if [ -n "${SPARROW_TINYLLAMA:-}" ] && [ -f "$SPARROW_TINYLLAMA/config.json" ]; t
 fi
 "$BUILD/sparrow" bench-model --synth llama2-7b --sparsity "${SPARROW_ENGINE_SPARSITIES:-0,0.5,0.7,0.9}" \
   -p 512 -n 32 -b "${SPARROW_ENGINE_BATCHES:-1,2,4,8,32}" -r 2
+if [ "${SPARROW_ENGINE_TG128:-1}" != 0 ]; then
+  "$BUILD/sparrow" bench-model --synth llama2-7b --sparsity "${SPARROW_ENGINE_SPARSITIES:-0,0.5,0.7,0.9}" \
+    -p 16 -n 128 -b 1 -r 2
+fi
