@@ -15,7 +15,8 @@ mkdir -p "$O"
 SHAPE=${SHAPE:-11008x4096}
 SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables
  --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy
- --section LaunchStats --section InstructionStats"
+ --section LaunchStats --section InstructionStats ${SECTIONS_EXTRA:-}"
+# (SECTIONS_EXTRA="--section SourceCounters" adds the stall sampling per instruction.)
 # name | kernel regex | bench arguments
 ENTRIES=(
   "macko|macko_row_kernel|--formats macko.warp_row --n 1 --sparsity 0.5"
@@ -27,6 +28,8 @@ ENTRIES=(
   "tca32|spmm_kernel|--formats tca_bme.mma --n 32 --sparsity 0.5"
   "tcastream|tca_decode_kernel|--formats tca_bme.decode --n 2 --sparsity 0.5"
   "macko8|macko_kernel|--formats macko.warp_row --n 8 --sparsity 0.5"
+  "macko8row|macko_row_kernel|--formats macko.warp_row --n 8 --sparsity 0.5"
+  "macko8s90|macko_kernel|--formats macko.warp_row --n 8 --sparsity 0.9"
   "gemv|gemv_kernel|--formats dense.gemv --n 1 --sparsity 0.5"
   "stream|stream_read_kernel|--formats dense.gemv --n 1 --sparsity 0.5"
 )

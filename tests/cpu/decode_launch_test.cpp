@@ -311,6 +311,25 @@ TEST(DecodeLaunch, MackoRowsPerWarpMakeOneWave) {
   }
 }
 
+// Several-row launches take every resident block, so the last pass's empty slots spread over all
+// SMs (ncu, session 36: 11008 rows at 8 tokens, 32-warp blocks, one per SM, ran in 115 blocks);
+// one row per segment, or a knob of 0, keeps the blocks the segments fill.
+TEST(DecodeLaunch, MackoSeveralRowLaunchesTakeEveryResidentBlock) {
+  using macko_warp_row::launch_grid;
+  EXPECT_EQ(launch_grid(11008, 3, 32, 132, -1), 132);
+  EXPECT_EQ(launch_grid(11008, 3, 32, 132, 0), 115);    // the knob: filled blocks, as before
+  EXPECT_EQ(launch_grid(22016, 6, 32, 132, -1), 132);   // 115 filled
+  EXPECT_EQ(launch_grid(4096, 1, 32, 132, -1), 128);    // one row each: the filled blocks
+  EXPECT_EQ(launch_grid(28672, 2, 32, 132, -1), 448);   // a forced row count needing more blocks
+  EXPECT_EQ(launch_grid(0, 1, 32, 132, -1), 1);
+  // Every row has a slot: blocks x segments x rows per segment covers the rows.
+  for (int64_t rows : {4225, 8449, 11008, 12288, 22016, 28672}) {
+    const int64_t resident_segs = 132 * 32;
+    const int rps = macko_warp_row::rows_per_segment(rows, resident_segs, 0);
+    EXPECT_GE(launch_grid(rows, rps, 32, 132, -1) * 32 * rps, rows) << rows;
+  }
+}
+
 TEST(DecodeLaunch, CsrBlocks) {
   EXPECT_EQ(csr_vector::blocks_for(1), 1);
   EXPECT_EQ(csr_vector::blocks_for(8), 1);

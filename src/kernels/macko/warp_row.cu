@@ -386,8 +386,17 @@ __global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
   // 32-bit slot arithmetic (the host runs row kernels for m < 2^31 only): the i-th slot is the
   // previous one plus 2G-1-2g (i odd) or 2g+1 (i even), which keeps two registers per row live
   // across the steps instead of the segment's index and count.
+  // Segments that run several rows are numbered across the blocks first (segment j of block b is
+  // j * gridDim.x + b): the host then launches every block the GPU holds at once (launch_grid),
+  // and the last pass's slots past the last row fall evenly on all blocks, not on the last
+  // blocks' warps. (ncu, session 36: 11008 rows at 8 tokens ran 3 rows per warp in 115 blocks, 17
+  // SMs idle, the busy ones' L1 / shared-memory pipe 83 % used; X^T's loads averaged 9.9-way bank
+  // conflicts, which random columns make inevitable, so the work per SM is what sets the time.)
   const uint32_t segs = gridDim.x * uint32_t(kWarps / PIECES * kRowsPerWarp);
-  uint32_t slot = (blockIdx.x * uint32_t(kWarps) + uint32_t(warp)) / PIECES * kRowsPerWarp +
+  const uint32_t seg_in_block = uint32_t(warp) / PIECES;
+  uint32_t slot = (kMultiRow ? seg_in_block * gridDim.x + blockIdx.x
+                             : blockIdx.x * uint32_t(kWarps / PIECES) + seg_in_block) *
+                      kRowsPerWarp +
                   uint32_t(lane / LANES);
   uint32_t slot_step = 2 * (segs - slot) - 1;
   // Row and entry extent of a slot: in index order, or (order != null) the matrix's row_order,
@@ -716,6 +725,13 @@ int rows_per_segment_override() {
   return v;
 }
 
+// SPARROW_MACKO_SPREAD=0: several-row launches take only the blocks their segments fill, as before
+// session 36 (experiments and A/B runs; read once; unset: launch_grid's rule).
+int spread_override() {
+  static const int v = env_knob("SPARROW_MACKO_SPREAD", -1);
+  return v;
+}
+
 // The matrix's row_order as records when the kernels should hand rows out in it, else null.
 const uint4* row_order_or_null(const macko::Matrix& mm) {
   const int64_t m = mm.shape.rows;
@@ -783,6 +799,7 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
   // that run at once: rows beyond them go to segments that run several rows. Asked once per
   // instance and X size (the engine's weights of one K share it).
   int rows_per_seg = 1;
+  int64_t resident_blocks = 0;  // several-row instances: blocks the GPU holds at once
   if constexpr (Shape::several_rows(LANES, PIECES)) {
     static thread_local size_t asked_smem = ~size_t(0);
     static thread_local int resident = 0;
@@ -794,10 +811,10 @@ cudaError_t launch_row_kernel(const macko::Matrix& mm, const RowCall<T>& c, Stre
     }
     const int64_t resident_segs = int64_t(std::max(resident, 1)) * c.sm_count * segs_per_block;
     rows_per_seg = rows_per_segment(m, resident_segs, rows_per_segment_override());
+    resident_blocks = int64_t(std::max(resident, 1)) * c.sm_count;
   }
-  const int64_t segs = (m + rows_per_seg - 1) / rows_per_seg;
-  const unsigned blocks =
-      unsigned(std::max<int64_t>(1, (segs + segs_per_block - 1) / segs_per_block));
+  const unsigned blocks = unsigned(
+      launch_grid(m, rows_per_seg, segs_per_block, resident_blocks, spread_override()));
   return launch_kernel(c.dependent, kernel, dim3(blocks), dim3(kThreads), smem, stream,
                        mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(),
                        mm.deltas.data(), m, rows_per_seg, uint32_t(mm.shape.cols), c.x, c.ldx,
@@ -1015,6 +1032,16 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
     pieces *= 2;
   }
   return pieces;
+}
+
+int64_t launch_grid(int64_t rows, int rows_per_seg, int64_t segs_per_block,
+                    int64_t resident_blocks, int requested) {
+  const int64_t segs = (rows + std::max(rows_per_seg, 1) - 1) / std::max(rows_per_seg, 1);
+  const int64_t filled = std::max<int64_t>(1, (segs + segs_per_block - 1) / segs_per_block);
+  // Several rows per segment: every resident block (their slots hold all rows, as rows_per_seg
+  // was sized from them).
+  if (rows_per_seg > 1 && resident_blocks > filled && requested != 0) return resident_blocks;
+  return filled;
 }
 
 int rows_per_segment(int64_t rows, int64_t resident_warps, int requested) {

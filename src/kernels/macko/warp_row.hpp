@@ -134,6 +134,17 @@ int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_co
 // half warps and row pieces also run one (the extra state would spill from their 32 registers).
 // `requested` > 0 overrides the rule.
 int rows_per_segment(int64_t rows, int64_t resident_warps, int requested);
+// Blocks of a row-kernel launch whose segments (segs_per_block per block) run rows_per_seg rows
+// each: the blocks those segments fill, or, where segments run several rows, every block the GPU
+// holds at once (resident_blocks; rows_per_seg was sized from them, so their slots hold every row).
+// The kernel numbers such segments across the blocks first, so the last pass's empty slots fall
+// evenly on all blocks. Measured on the H100 (session 36, against the filled blocks in one binary,
+// 2..8 tokens at 50-90 %): 11008x4096 at N = 8 47.2 -> 42.7 µs at 50 %, 22016x4096 88.8 -> 78.6,
+// at N = 4 60.5 -> 55.7; time ratio 0.89-1.01 over five shapes (1.015 on 22016x4096 at N = 2 and
+// 50 %); the 7B engine at batch 2 / 4 +1.3-2.3 % / +3.5-4.5 % at 50-90 %. `requested` 0 keeps the
+// filled blocks (-1: the rule).
+int64_t launch_grid(int64_t rows, int rows_per_seg, int64_t segs_per_block,
+                    int64_t resident_blocks, int requested);
 
 struct LaunchPlan {
   int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
