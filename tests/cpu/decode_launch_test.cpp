@@ -183,11 +183,14 @@ TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {
 }
 
 TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
-  // 11008 rows, 3 blocks of 16 warps per SM on 132 SMs: 6336 warps would give some warps 2 rows
-  // and others 1; instead 5504 warps take exactly 2 rows each: 344 blocks.
+  // 11008 rows, 3 blocks of 16 warps per SM on 132 SMs: no warp takes more than 2 rows. All 396
+  // resident blocks run (the warps with the second row numbered across blocks, so every SM gets
+  // its share); with the knob at 0, as before session 36, the 344 blocks whose 5504 warps take
+  // exactly 2 rows each (80 SMs with 3 blocks, 52 with 2).
   auto a = macko_warp_row::plan(11008, 132, 3, 64 * 1024);
   EXPECT_TRUE(a.x_shared);
-  EXPECT_EQ(a.blocks, 344);
+  EXPECT_EQ(a.blocks, 396);
+  EXPECT_EQ(macko_warp_row::plan(11008, 132, 3, 64 * 1024, 0).blocks, 344);
   // Fewer rows than resident warps: one row per warp.
   EXPECT_EQ(macko_warp_row::plan(4096, 132, 2, 0).blocks, 4096 / 16);
   // The occupancy is capped at kMaxBlocksPerSm and floored at 1.

@@ -132,7 +132,7 @@ TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
 // several rows (rows_per_segment), reading the next row's extent and first chunk while a row
 // decodes; every other pass over the segments runs backwards. Sized from this GPU's SM count so
 // 2..4 tokens take 4 rows per warp and 5..8 tokens (the 8-token instance) more; one token runs a
-// row per warp. Random (index order) and magnitude (row_order, longest first) rows, with empty
+// row per warp; 12 tokens run the persistent kernel, several rows per warp there too. Random (index order) and magnitude (row_order, longest first) rows, with empty
 // rows first, in the middle and last.
 TEST(MackoWarpRow, SeveralRowsPerWarp) {
   const auto& k = test::kernel_named("macko.warp_row");
@@ -159,7 +159,7 @@ TEST(MackoWarpRow, SeveralRowsPerWarp) {
       ASSERT_EQ(wr::row_kernel_tokens(8, mm.shape.rows, mm.shape.cols, mm.entries(),
                                       dev.value().sm_count, -1),
                 8);
-      test::expect_all_n(k, w, {1, 2, 4, 5, 8}, std::string("macko several rows per warp ") + pattern +
+      test::expect_all_n(k, w, {1, 2, 4, 5, 8, 12}, std::string("macko several rows per warp ") + pattern +
                                               (t == DType::bf16 ? " bf16" : " fp16"),
                          seed + 1);
       seed += 10;

@@ -206,8 +206,10 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   // is one or two steps.
   // Warps take slots round-robin; a slot is a row in index order or (order != null) the
   // matrix's row_order, longest first, so every warp gets one row of each length band.
+  // Warp w of block b is warp w * gridDim.x + b of the grid: the warps that take a row more than
+  // the others (the lowest-numbered) are spread over every block (plan).
   const int64_t row_stride = int64_t(gridDim.x) * Config::kWarpsPerBlock;
-  int64_t slot = int64_t(blockIdx.x) * Config::kWarpsPerBlock + warp;
+  int64_t slot = int64_t(warp) * gridDim.x + blockIdx.x;
   auto extent = [&](int64_t sl, uint32_t& r, uint32_t& s, uint32_t& e) {
     if (order) {
       const uint4 rec = __ldg(order + sl);
@@ -725,8 +727,9 @@ int rows_per_segment_override() {
   return v;
 }
 
-// SPARROW_MACKO_SPREAD=0: several-row launches take only the blocks their segments fill, as before
-// session 36 (experiments and A/B runs; read once; unset: launch_grid's rule).
+// SPARROW_MACKO_SPREAD=0: several-row launches of the row kernel take only the blocks their
+// segments fill, and the persistent kernel only the blocks whose warps all take the same rows, as
+// before session 36 (experiments and A/B runs; read once; unset: launch_grid's and plan's rule).
 int spread_override() {
   static const int v = env_knob("SPARROW_MACKO_SPREAD", -1);
   return v;
@@ -886,7 +889,8 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
   int resident = 0;
   SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
-  const LaunchPlan lp = plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes);
+  const LaunchPlan lp =
+      plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes, spread_override());
   kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
       mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(), mm.deltas.data(),
       mm.shape.rows, mm.shape.cols, x, ldx, nt, y, ldy, bias, accumulate,
@@ -1059,17 +1063,21 @@ TokenPasses token_passes(int64_t k, int es, int smem_per_block) {
   return {kMaxTokensPerPass, false};
 }
 
-LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes) {
+LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes,
+                int requested_spread) {
   LaunchPlan lp;
   lp.x_shared = smem_bytes > 0;
   lp.smem_bytes = smem_bytes;
   const int per_sm = std::clamp(resident_blocks_per_sm, 1, Config::kMaxBlocksPerSm);
-  // Every warp gets the same number of rows (the last ones at most one fewer): a warp with one
-  // row more than the others would set the kernel's time.
+  // No warp has more rows than the fewest that fit one wave: a warp with one row more than the
+  // others would set the kernel's time. Those rows then go to every resident block (the warps
+  // with a row more spread over all SMs: the SMs' shared-memory pipes are what the X^T gathers
+  // wait on), or, before session 36, to the fewest blocks whose warps all take that many.
   const int64_t max_warps = int64_t(std::max(sm_count, 1)) * per_sm * Config::kWarpsPerBlock;
   const int64_t rows_per_warp = (m + max_warps - 1) / max_warps;
   const int64_t warps = (m + rows_per_warp - 1) / rows_per_warp;
   lp.blocks = std::max<int64_t>(1, (warps + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock);
+  if (rows_per_warp > 1 && requested_spread != 0) lp.blocks = max_warps / Config::kWarpsPerBlock;
   return lp;
 }
 
