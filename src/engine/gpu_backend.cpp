@@ -261,14 +261,19 @@ class GpuBackend final : public Backend {
       Weight o, down;
       bool attn_folded = false, mlp_folded = false;
     };
+    struct Window {
+      std::vector<Prepared> layers;
+      double seconds = 0;  // host time it took
+    };
     constexpr size_t kWindow = 4;
     const size_t n_layers = m.layers.size();
-    auto prepare_window = [this, &m](size_t w0) -> Result<std::pair<std::vector<Prepared>, double>> {
+    auto prepare_window = [this, &m](size_t w0) -> Result<Window> {
       const double t0 = seconds_now();
-      std::vector<Prepared> prepared(std::min(m.layers.size(), w0 + kWindow) - w0);
-      SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(prepared.size()), 0, [&](int64_t j) -> Status {
+      Window win;
+      win.layers.resize(std::min(m.layers.size(), w0 + kWindow) - w0);
+      SPARROW_RETURN_IF_ERROR(parallel_for(int64_t(win.layers.size()), 0, [&](int64_t j) -> Status {
         const Layer& l = m.layers[w0 + size_t(j)];
-        Prepared& p = prepared[size_t(j)];
+        Prepared& p = win.layers[size_t(j)];
         if (fused_) {
           SPARROW_ASSIGN_OR_RETURN(p.qkv, concat_rows({&l.q, &l.k, &l.v}));
           p.attn_folded = fold_gain(p.qkv, l.attn_norm);
@@ -280,18 +285,19 @@ class GpuBackend final : public Backend {
         p.o = l.o, p.down = l.down;
         return Status::success();
       }));
-      return std::make_pair(std::move(prepared), seconds_now() - t0);
+      win.seconds = seconds_now() - t0;
+      return win;
     };
     // (A pending window's future waits for it on every return path below.)
-    std::future<Result<std::pair<std::vector<Prepared>, double>>> next;
+    std::future<Result<Window>> next;
     if (n_layers > 0) next = std::async(std::launch::async, prepare_window, size_t(0));
     for (size_t w0 = 0; w0 < n_layers; w0 += kWindow) {
       const size_t w1 = std::min(n_layers, w0 + kWindow);
       auto ready = next.get();
       SPARROW_RETURN_IF_ERROR(ready.status());
       if (w1 < n_layers) next = std::async(std::launch::async, prepare_window, w1);
-      std::vector<Prepared> prepared = std::move(ready.value().first);
-      load_.prepare_s += ready.value().second;
+      std::vector<Prepared> prepared = std::move(ready.value().layers);
+      load_.prepare_s += ready.value().seconds;
       const double t_copy = seconds_now();
       for (size_t i = w0; i < w1; ++i) {
         const Layer& l = m.layers[i];

@@ -237,7 +237,8 @@ TEST(ScaleColumns, DenseFp16MatchesTheScalarConversionsBitForBit) {
     for (int64_t c = 0; c < cols; ++c) {
       uint16_t got;
       std::memcpy(&got, m.values.data() + size_t(r * m.ld + c) * 2, 2);
-      const uint16_t want = float_to_half(half_to_float(bits[size_t(r * cols + c)]) * gain[size_t(c)]);
+      const float product = half_to_float(bits[size_t(r * cols + c)]) * gain[size_t(c)];
+      const uint16_t want = float_to_half(product);
       mismatches += got != want;
     }
   }

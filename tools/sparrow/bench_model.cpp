@@ -305,7 +305,8 @@ int run_bench_model(const BenchModelArgs& a) {
                    synth->name.c_str(), mo.sparsity, now_s() - t_parts);
     }
     for (const BatchGroup& group : groups.value()) {
-      if (int rc = run_group(a, loaded, synth ? &*synth : nullptr, mo, sparsity, format, group, rows); rc != 0)
+      const engine::SynthParts* parts = synth ? &*synth : nullptr;
+      if (int rc = run_group(a, loaded, parts, mo, sparsity, format, group, rows); rc != 0)
         return rc;
     }
   }

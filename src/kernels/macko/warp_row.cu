@@ -1069,15 +1069,14 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
   lp.x_shared = smem_bytes > 0;
   lp.smem_bytes = smem_bytes;
   const int per_sm = std::clamp(resident_blocks_per_sm, 1, Config::kMaxBlocksPerSm);
-  // No warp has more rows than the fewest that fit one wave: a warp with one row more than the
-  // others would set the kernel's time. Those rows then go to every resident block (the warps
-  // with a row more spread over all SMs: the SMs' shared-memory pipes are what the X^T gathers
-  // wait on), or, before session 36, to the fewest blocks whose warps all take that many.
-  const int64_t max_warps = int64_t(std::max(sm_count, 1)) * per_sm * Config::kWarpsPerBlock;
-  const int64_t rows_per_warp = (m + max_warps - 1) / max_warps;
-  const int64_t warps = (m + rows_per_warp - 1) / rows_per_warp;
-  lp.blocks = std::max<int64_t>(1, (warps + Config::kWarpsPerBlock - 1) / Config::kWarpsPerBlock);
-  if (rows_per_warp > 1 && requested_spread != 0) lp.blocks = max_warps / Config::kWarpsPerBlock;
+  // A warp is the persistent kernel's segment: no warp gets more rows than the fewest that fit
+  // one wave (a warp with one row more than the others would set the kernel's time), and the
+  // blocks follow the row kernel's rule.
+  const int64_t resident_blocks = int64_t(std::max(sm_count, 1)) * per_sm;
+  const int rows_per_warp =
+      rows_per_segment(m, resident_blocks * Config::kWarpsPerBlock, /*requested=*/0);
+  lp.blocks =
+      launch_grid(m, rows_per_warp, Config::kWarpsPerBlock, resident_blocks, requested_spread);
   return lp;
 }
 

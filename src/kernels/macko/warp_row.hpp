@@ -147,7 +147,7 @@ int64_t launch_grid(int64_t rows, int rows_per_seg, int64_t segs_per_block,
                     int64_t resident_blocks, int requested);
 
 struct LaunchPlan {
-  int64_t blocks = 0;     // persistent: each warp then strides over an equal number of rows
+  int64_t blocks = 0;     // persistent: each warp strides over the rows (plan)
   bool x_shared = false;  // X^T staged in shared memory (else gathered through L1)
   int smem_bytes = 0;
 };
@@ -165,14 +165,13 @@ TokenPasses token_passes(int64_t k, int es, int smem_per_block);
 int64_t x_staged_columns(int64_t k);
 
 // Grid of the persistent kernel for M rows when `resident_blocks_per_sm` blocks of it fit an SM
-// (from the occupancy calculator): one wave. Where warps take several rows, every resident block
-// (the kernel numbers warps across blocks first, so the warps with a row more are spread over all
-// SMs, as launch_grid does for the row kernel); else the blocks whose warps take one row each.
-// `requested_spread` 0: the blocks that give every warp the same number of rows, as before
-// session 36 (-1: the rule). Measured on the H100 (session 36, one binary): N = 8 at 90 %
-// 11008x4096 20.46 -> 19.73 µs, 22016x4096 36.43 -> 34.54; N = 16 0.94-1.00x the time (11008x4096
-// at 50 % 115.8 -> 108.6); 28672x8192 (already 0.97 waves) within 1 %; the 7B engine at batch 8
-// and 90 % (macko's persistent kernel everywhere) 1912.6 -> 1933.5 t/s.
+// (from the occupancy calculator): one wave, each warp a segment of rows_per_segment rows, the
+// blocks by launch_grid (the kernel numbers warps across blocks first, so the warps with a row
+// more are spread over all SMs). `requested_spread` as launch_grid's `requested`. Measured on
+// the H100 (session 36, one binary): N = 8 at 90 % 11008x4096 20.46 -> 19.73 µs, 22016x4096
+// 36.43 -> 34.54; N = 16 0.94-1.00x the time (11008x4096 at 50 % 115.8 -> 108.6); 28672x8192
+// (already 0.97 waves) within 1 %; the 7B engine at batch 8 and 90 % (macko's persistent kernel
+// everywhere) 1912.6 -> 1933.5 t/s.
 LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes,
                 int requested_spread = -1);
 
