@@ -198,6 +198,7 @@ TEST(DecodeLaunch, MackoPlanIsOneBalancedWave) {
             10 * macko_warp_row::Config::kMaxBlocksPerSm);
   EXPECT_EQ(macko_warp_row::plan(1000000, 10, 0, 0).blocks, 10);
   EXPECT_EQ(macko_warp_row::plan(1, 132, 4, 0).blocks, 1);
+  EXPECT_EQ(macko_warp_row::plan(0, 132, 4, 0).blocks, 1);  // no rows: one block, no division by 0
 }
 
 TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
