@@ -403,9 +403,12 @@ TEST(DecodeLaunch, MackoSharedXRule) {
   using macko_warp_row::one_token_shared_x;
   const int64_t big = 4096 * 11008;
   EXPECT_TRUE(one_token_shared_x(11008, 4096, big / 2, 2, -1));        // K <= 8192: always
-  EXPECT_TRUE(one_token_shared_x(28672, 8192, 28672 * 8192 / 2, 2, -1));
-  EXPECT_FALSE(one_token_shared_x(4096, 11008, big / 2, 2, -1));       // long K at 50 %: L1
-  EXPECT_TRUE(one_token_shared_x(4096, 11008, big / 10, 2, -1));       // ... at 90 %: shared
+  EXPECT_TRUE(one_token_shared_x(28672, 8192, 28672 * 8192 * 7 / 10, 2, -1));
+  EXPECT_TRUE(one_token_shared_x(4096, 11008, big / 2, 2, -1));        // K <= 12288 at <= 60 %
+  EXPECT_FALSE(one_token_shared_x(4096, 11008, big * 7 / 10, 2, -1));  // ... not at 70 %
+  const int64_t longer = 4096 * 14336;
+  EXPECT_FALSE(one_token_shared_x(4096, 14336, longer / 2, 2, -1));    // longer K at 50 %: L1
+  EXPECT_TRUE(one_token_shared_x(4096, 14336, longer / 10, 2, -1));    // ... at 90 %: shared
   EXPECT_FALSE(one_token_shared_x(11008, 4096, big / 2, 2, 0));        // overrides
   EXPECT_TRUE(one_token_shared_x(4096, 11008, big / 2, 2, 1));
   EXPECT_FALSE(one_token_shared_x(8, 60000, 8, 2, 1));                 // X over 96 KB: never

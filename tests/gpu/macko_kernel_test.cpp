@@ -76,7 +76,7 @@ TEST(MackoWarpRow, RowPieces) {
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
 
-// One token with a long X staged in shared memory (K > kSharedXMaxCols at density <= 0.2):
+// One token with a long X staged in shared memory (K > kSharedXMaxCols, here at density <= 0.2):
 // one_token_block_warps gives 16-warp blocks. Each row-kernel family runs there (whole warps,
 // half warps on short even rows, 2 pieces), with empty rows, fp16 and bf16, input_rms, bias and
 // accumulate; sized from this GPU's SM count so the rules pick each family.
@@ -201,5 +201,30 @@ TEST(MackoWarpRow, TwoTokensOnLongRows) {
     test::expect_all_n(k, w, {2, 3}, "macko two tokens " + std::to_string(c.rows) + "x" +
                                          std::to_string(c.cols) + " " + c.pattern, seed + 1);
     seed += 10;
+  }
+}
+
+// 9..16 tokens per pass run the persistent kernel (X^T of K x 16 in shared memory). Rows long
+// enough for interior (unmasked) steps and several 4-step batches (K = 6000 at 30 %), short ones
+// (90 %), magnitude rows handed out longest first, empty rows first, middle and last, K not a
+// multiple of 64; N = 13 (a partial pass), 16 and 32 (two passes), fp16 and bf16.
+TEST(MackoWarpRow, SixteenTokenPasses) {
+  const auto& k = test::kernel_named("macko.warp_row");
+  if (!k.run) return;
+  uint64_t seed = 3700;
+  for (double s : {0.3, 0.9}) {
+    for (const char* pattern : {"random", "magnitude"}) {
+      for (DType t : {DType::fp16, DType::bf16}) {
+        HostMatrix h = test::make_weight(t, pattern, 1111, 6000, s, seed);
+        for (int64_t r : {int64_t(0), int64_t(555), int64_t(1110)})
+          for (int64_t col = 0; col < h.cols(); ++col) h.set(r, col, 0.f);
+        const Weight w = test::encode_or_fail(Format::macko, h);
+        test::expect_all_n(k, w, {13, 16, 32},
+                           std::string("macko 16-token passes ") + pattern + " s=" +
+                               std::to_string(s) + (t == DType::bf16 ? " bf16" : " fp16"),
+                           seed + 1);
+        seed += 10;
+      }
+    }
   }
 }

@@ -1008,7 +1008,8 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
   if (cols * element_bytes > kOneTokenSharedXMaxBytes) return false;
   if (requested == 0 || requested == 1) return requested == 1;
   const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
-  return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity;
+  return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity ||
+         (cols <= kSharedXMidMaxCols && density <= kSharedXMidMaxDensity);
 }
 
 int few_tokens_block_warps(int lanes, int pieces, int requested) {

@@ -65,10 +65,18 @@ bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int r
 // Whether the row kernels gather X (one token) from a copy in shared memory (each block copies X
 // first) instead of through L1. Measured on the H100 (session 6, bench/NOTES-decode.md): the copy wins
 // for K <= 8192 at 50-90 % (4096x4096 90 %: 5.7 -> 5.2 µs; 11008x4096 70 %: 16.9 -> 16.0) and at
-// high sparsity for longer K (4096x11008 90 %: 10.3 -> 9.1), but loses on 4096x11008 at 50-70 %
-// (22.9 -> 24.5 µs), where each block copies 22 KB for fewer weight bytes. `requested` 0 / 1
-// overrides the rule (-1: the rule); X must fit kOneTokenSharedXMaxBytes either way.
-constexpr int64_t kSharedXMaxCols = 8192;
+// high sparsity for longer K (4096x11008 90 %: 10.3 -> 9.1). It then lost on 4096x11008 at 50-70 %
+// (22.9 -> 24.5 µs), where each block copied 22 KB for fewer weight bytes; since long copies run
+// in 16-warp blocks (one_token_block_warps, session 33: half the copies per SM) it wins there
+// (session 37, two rounds in one call: 22.70 -> 22.45 µs at 50 %, 15.16 -> 14.86 at 70 %) but still
+// loses at 30 % (30.62 -> 30.78) and on longer K (4096x14336 and 5120x13824 at 30-70 %: 0.4 % faster
+// to 2.3 % slower; 8192x28672 10-11 % slower). So the copy is the rule for K <= kSharedXMaxCols,
+// for K <= kSharedXMidMaxCols at density <= kSharedXMidMaxDensity, and for any K that fits at
+// density <= kSharedXMaxDensity. `requested` 0 / 1 overrides the rule (-1: the rule); X must fit
+// kOneTokenSharedXMaxBytes either way.
+constexpr int64_t kSharedXMaxCols = 8192;  // also: longer copies take 16-warp blocks
+constexpr int64_t kSharedXMidMaxCols = 12288;
+constexpr double kSharedXMidMaxDensity = 0.6;
 constexpr double kSharedXMaxDensity = 0.2;
 constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
