@@ -70,7 +70,7 @@ bool use_row_order(int64_t rows, int64_t entries, int64_t max_row_entries, int r
 // in 16-warp blocks (one_token_block_warps, session 33: half the copies per SM) it wins there
 // (session 37, two rounds in one call: 22.70 -> 22.45 µs at 50 %, 15.16 -> 14.86 at 70 %) but still
 // loses at 30 % (30.62 -> 30.78) and on longer K (4096x14336 and 5120x13824 at 30-70 %: 0.4 % faster
-// to 2.3 % slower; 8192x28672 10-11 % slower). So the copy is the rule for K <= kSharedXMaxCols,
+// to 2.3 % slower; 8192x28672 10-12 % slower). So the copy is the rule for K <= kSharedXMaxCols,
 // for K <= kSharedXMidMaxCols at density <= kSharedXMidMaxDensity, and for any K that fits at
 // density <= kSharedXMaxDensity. `requested` 0 / 1 overrides the rule (-1: the rule); X must fit
 // kOneTokenSharedXMaxBytes either way.
