@@ -30,6 +30,8 @@ ENTRIES=(
   "macko8|macko_kernel|--formats macko.warp_row --n 8 --sparsity 0.5"
   "macko8row|macko_row_kernel|--formats macko.warp_row --n 8 --sparsity 0.5"
   "macko8s90|macko_kernel|--formats macko.warp_row --n 8 --sparsity 0.9"
+  "macko16s90|macko_kernel|--formats macko.warp_row --n 16 --sparsity 0.9"
+  "tca16s90|spmm_kernel|--formats tca_bme.mma --n 16 --sparsity 0.9"
   "gemv|gemv_kernel|--formats dense.gemv --n 1 --sparsity 0.5"
   "stream|stream_read_kernel|--formats dense.gemv --n 1 --sparsity 0.5"
 )
