@@ -39,9 +39,15 @@ __device__ __forceinline__ uint32_t chunk_floor(uint32_t i) {
 // One token: no swizzle. Its 2-byte loads conflict less (8 columns share a 16-byte bank group),
 // and the 3 extra integer instructions per entry cost more than they saved: measured 23 % slower
 // at N = 1 (the one-token loop is instruction-bound, see bench/NOTES-decode.md).
-template <int NB>
+// STAGED16 (16 tokens with lane pairs): c ^ bits 3-4 of c instead. The staging threads write
+// columns 8 apart at each step (stage_x_transposed), so with bits 2-3 only bit 3 varies between
+// them and their 32-byte stores fall on 2 of the 4 positions a row can take in 128 bytes (ncu,
+// session 37: 16-way conflicts, 10 % of the kernel's shared-memory wavefronts); bits 3-4 spread
+// them over all 4. Reads of random columns do not care which bits.
+template <int NB, bool STAGED16 = false>
 __device__ __forceinline__ uint32_t x_slot(uint32_t c) {
   if constexpr (NB == 1) return c;
+  if constexpr (NB == 16 && STAGED16) return c ^ ((c >> 3) & 3u);
   constexpr int kBits = NB == 4 ? 4 : NB == 8 ? 3 : 2;  // log2(64 / NB)
   return c ^ ((c >> kBits) & ((1u << kBits) - 1));
 }
@@ -104,7 +110,7 @@ __device__ __forceinline__ void store_column(void* xs, int64_t c, const uint16_t
 // all at the same time, so it must cost one memory round trip, not one per column batch: with
 // 16-byte X rows each thread loads 8 columns of all NB tokens at once (K = 4096 is one pass of
 // 512 threads), then writes them column by column.
-template <class T, int NB>
+template <class T, int NB, bool STAGED16 = false>
 __device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ x, int64_t ldx,
                                                    int n, int64_t k, bool x_vec) {
   if (x_vec) {
@@ -135,7 +141,7 @@ __device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ 
           const uint32_t word = q < 2 ? r[j].x : q < 4 ? r[j].y : q < 6 ? r[j].z : r[j].w;
           e[j] = uint16_t(q & 1 ? word >> 16 : word & 0xFFFFu);
         }
-        store_column<NB>(xs, x_slot<NB>(uint32_t(c0 + q)), e);
+        store_column<NB>(xs, x_slot<NB, STAGED16>(uint32_t(c0 + q)), e);
       }
     }
   } else {
@@ -143,7 +149,7 @@ __device__ __forceinline__ void stage_x_transposed(T* xs, const T* __restrict__ 
       uint16_t e[NB];
 #pragma unroll
       for (int j = 0; j < NB; ++j) e[j] = j < n ? bits_of(x[int64_t(j) * ldx + c]) : uint16_t(0);
-      store_column<NB>(xs, x_slot<NB>(uint32_t(c)), e);
+      store_column<NB>(xs, x_slot<NB, STAGED16>(uint32_t(c)), e);
     }
   }
 }
@@ -186,18 +192,107 @@ __device__ __forceinline__ void decode_step(const uint4 v, const uint32_t d, uin
   }
 }
 
-template <class T, int NB, bool XS>
-__global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_blocks_per_sm(NB))
+// 16 tokens, lane pairs split the tokens (PAIR): lanes 2g and 2g+1 swap their steps' entries, and
+// each runs all 16 entries for its 8 tokens (8 * sub .. 8 * sub + 7) with one 16-byte X^T load per
+// entry. With a lane per entry, each of a step's 32 lanes loads both 16-byte halves of a random
+// column's 32-byte X^T row, 32 random rows per load instruction; with pairs, a load instruction
+// reads 16 whole rows (two lanes, 32 contiguous bytes each), and a row's end sums 8 tokens over 16
+// lanes (32 shuffles) instead of 16 over 32 (80). The swap is 6 shuffles per lane per step; the
+// partner's columns are recomputed from its deltas and first column. What pays is the registers:
+// 8 accumulators per lane instead of 16 let a block hold twice the warps (PersistentShape; the
+// pairs alone, in 16-warp blocks, measured slower).
+template <class T, bool MASKED>
+__device__ __forceinline__ void pair_entries(const uint4 v, const uint32_t d, uint32_t base,
+                                             uint32_t s, uint32_t e, uint32_t k, uint32_t col0,
+                                             int sub, const T* xs, float (&acc)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  uint32_t col = col0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    bool use = true;
+    if (MASKED) use = base + i >= s && base + i < e;
+    col += use ? ((d >> (4 * i)) & 0xFu) + 1u : 0u;
+    if (use && col < k) {  // col < k: always true for a valid weight; guards the shared read
+      const float2 pair = unpack2<T>(words[i / 2]);
+      const float wv = (i & 1) ? pair.y : pair.x;
+      // (8,) this lane's tokens of column col: half of the column's 32-byte X^T row.
+      const uint4 xv = reinterpret_cast<const uint4*>(xs + x_slot<16, true>(col) * 16u)[sub];
+      const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = unpack2<T>(xw[q]);
+        acc[2 * q] += wv * f.x;
+        acc[2 * q + 1] += wv * f.y;
+      }
+    }
+  }
+}
+
+template <class T, bool MASKED>
+__device__ __forceinline__ void decode_step_pair(const uint4 v, const uint32_t d, uint32_t base,
+                                                 uint32_t s, uint32_t e, uint32_t k, int lane,
+                                                 uint32_t& carry, const T* xs, float (&acc)[8]) {
+  uint32_t run = 0;  // sum of (delta + 1) over this lane's entries of the row
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    uint32_t inc = ((d >> (4 * i)) & 0xFu) + 1u;
+    if (MASKED) inc = (base + i >= s && base + i < e) ? inc : 0u;
+    run += inc;
+  }
+  const uint32_t incl = warp_inclusive_scan(run, lane);
+  const uint32_t col0 = carry + (incl - run) - 1u;  // the column before this lane's first entry
+  carry += __shfl_sync(0xffffffffu, incl, 31);
+  const int sub = lane & 1;
+  const uint4 pv = make_uint4(__shfl_xor_sync(0xffffffffu, v.x, 1),
+                              __shfl_xor_sync(0xffffffffu, v.y, 1),
+                              __shfl_xor_sync(0xffffffffu, v.z, 1),
+                              __shfl_xor_sync(0xffffffffu, v.w, 1));
+  const uint32_t pd = __shfl_xor_sync(0xffffffffu, d, 1);
+  const uint32_t pcol0 = __shfl_xor_sync(0xffffffffu, col0, 1);
+  const uint32_t pbase = sub ? base - Config::kChunk : base + Config::kChunk;
+  // Each lane its own entries first, then its partner's: a fixed order per token (no selects
+  // between the two sets, which would hold a second copy of them in registers).
+  pair_entries<T, MASKED>(v, d, base, s, e, k, col0, sub, xs, acc);
+  pair_entries<T, MASKED>(pv, pd, pbase, s, e, k, pcol0, sub, xs, acc);
+}
+
+// Block shape of the persistent kernel. With lane pairs (16 tokens): X^T of K x 16 tokens (128 KB
+// at K = 4096) leaves one block per SM, and 16 warps were too few to hide the latencies (ncu,
+// session 37: 22.6 % occupancy, 0.65 eligible warps per scheduler); pairs hold 8 accumulators
+// instead of 16, so more warps fit, with 2 steps in flight instead of 4. Measured on the H100
+// (session 37, N = 16, two rounds in one call, time against a lane per entry in 16-warp blocks):
+// pairs in 16-warp blocks 1.07-1.56x (slower); in 24-warp blocks (80 registers) 0.82-1.16x; in
+// 32-warp blocks (the 64-register cap: ptxas spills ~270 bytes) 0.80-1.02x: 11008x4096 at 50 %
+// 108.6 -> 87.1 µs, at 70 % 68.8 -> 56.4, at 90 % 37.8 -> 36.6; 22016x4096 at 50 % 206.9 ->
+// 169.0; 4096x4096 at 50 % 42.3 -> 36.1, at 90 % 17.0 -> 17.3. (tca_bme.mma, which matmul picks
+// at N = 9..16, took 19.0 / 38.9 / 66.5 µs at 50 % there.)
+constexpr int kPairBlockWarps = 32;
+template <int PAIR_WARPS>  // 0: a lane per entry; else lane pairs in blocks of PAIR_WARPS warps
+struct PersistentShape {
+  static constexpr bool kPair = PAIR_WARPS > 0;
+  static constexpr int kWarps = kPair ? PAIR_WARPS : Config::kWarpsPerBlock;
+  static constexpr int kStepsInFlight = kPair ? 2 : Config::kStepsInFlight;
+  static constexpr int min_blocks_per_sm(int nb) {
+    return kPair ? 1 : Config::min_blocks_per_sm(nb);
+  }
+};
+
+template <class T, int NB, bool XS, int PAIR_WARPS>
+__global__ void __launch_bounds__(PersistentShape<PAIR_WARPS>::kWarps * 32,
+                                  PersistentShape<PAIR_WARPS>::min_blocks_per_sm(NB))
     macko_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ order,
                  const uint16_t* __restrict__ vals, const uint8_t* __restrict__ deltas, int64_t m,
                  int64_t k,
                  const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                  const T* __restrict__ bias, bool accumulate, bool x_vec) {
+  using Shape = PersistentShape<PAIR_WARPS>;
+  constexpr bool PAIR = Shape::kPair;
+  static_assert(!PAIR || (NB == 16 && XS), "lane pairs split 16 staged tokens");
   extern __shared__ uint4 smem[];
   T* xs = reinterpret_cast<T*>(smem);  // (K, NB) X^T, tokens >= n zero
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if constexpr (XS) {
-    stage_x_transposed<T, NB>(xs, x, ldx, n, k, x_vec);
+    stage_x_transposed<T, NB, PAIR>(xs, x, ldx, n, k, x_vec);
     __syncthreads();
   }
 
@@ -208,7 +303,7 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
   // matrix's row_order, longest first, so every warp gets one row of each length band.
   // Warp w of block b is warp w * gridDim.x + b of the grid: the warps that take a row more than
   // the others (the lowest-numbered) are spread over every block (plan).
-  const int64_t row_stride = int64_t(gridDim.x) * Config::kWarpsPerBlock;
+  const int64_t row_stride = int64_t(gridDim.x) * Shape::kWarps;
   int64_t slot = int64_t(warp) * gridDim.x + blockIdx.x;
   auto extent = [&](int64_t sl, uint32_t& r, uint32_t& s, uint32_t& e) {
     if (order) {
@@ -225,14 +320,16 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
     const uint32_t row = row_next;
     const uint32_t s = s_next, e = e_next;
     if (slot + row_stride < m) extent(slot + row_stride, row_next, s_next, e_next);
-    float acc[NB];
+    // (NA,) this lane's partial sums: NB tokens, or 8 (tokens 8 * (lane & 1) + j) when PAIR
+    constexpr int NA = PAIR ? 8 : NB;
+    float acc[NA];
 #pragma unroll
-    for (int j = 0; j < NB; ++j) acc[j] = 0.f;
+    for (int j = 0; j < NA; ++j) acc[j] = 0.f;
     uint32_t carry = 0;  // sum of (delta + 1) over the row's entries before this step
 
     // kStepsInFlight steps (256 entries each) are loaded before the first is decoded, so a row
     // of up to 1024 entries costs one memory round trip.
-    constexpr int U = Config::kStepsInFlight;
+    constexpr int U = Shape::kStepsInFlight;
     constexpr uint32_t kStep = 32 * Config::kChunk;
     for (uint32_t wb = chunk_floor(s); wb < e; wb += U * kStep) {
       uint4 vs[U];
@@ -252,7 +349,14 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
         const uint32_t step0 = wb + u * kStep;
         if (step0 >= e) break;  // warp-uniform
         const uint32_t base = step0 + lane * Config::kChunk;
-        if (step0 >= s && step0 + kStep <= e) {
+        const bool interior = step0 >= s && step0 + kStep <= e;
+        if constexpr (PAIR) {
+          if (interior) {
+            decode_step_pair<T, false>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, acc);
+          } else {
+            decode_step_pair<T, true>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, acc);
+          }
+        } else if (interior) {
           decode_step<T, NB, XS, false>(vs[u], ds[u], base, s, e, uint32_t(k), lane, carry, xs, x,
                                         ldx, n, acc);
         } else {
@@ -261,13 +365,26 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32, Config::min_block
         }
       }
     }
+    int token = lane;  // lane `token` (< NB) writes that token
+    float mine = 0.f;
+    if constexpr (PAIR) {
+      // Sum over the 16 lanes of each parity; lane l then writes token 8 * (l & 1) + l / 2.
 #pragma unroll
-    for (int j = 0; j < NB; ++j) acc[j] = warp_sum(acc[j]);
-    float mine = 0.f;  // lane j writes token j
+      for (int j = 0; j < NA; ++j) {
 #pragma unroll
-    for (int j = 0; j < NB; ++j) mine = lane == j ? acc[j] : mine;
-    if (lane < NB && lane < n) {
-      store_output(y + int64_t(lane) * ldy + row, mine, bias, row, accumulate);
+        for (int o = 16; o > 1; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+      }
+      token = 8 * (lane & 1) + ((lane >> 1) & 7);
+#pragma unroll
+      for (int j = 0; j < NA; ++j) mine = (lane >> 1) == j ? acc[j] : mine;
+    } else {
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[j] = warp_sum(acc[j]);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) mine = lane == j ? acc[j] : mine;
+    }
+    if (lane < NB && token < n) {
+      store_output(y + int64_t(token) * ldy + row, mine, bias, row, accumulate);
     }
   }
 }
@@ -735,6 +852,14 @@ int spread_override() {
   return v;
 }
 
+// SPARROW_MACKO_PAIR_TOKENS=0: the 16-token persistent kernel runs a lane per entry for all 16
+// tokens in 16-warp blocks, as before session 37 (experiments and A/B runs; read once; unset: lane
+// pairs in kPairBlockWarps-warp blocks).
+int pair_tokens_override() {
+  static const int v = env_knob("SPARROW_MACKO_PAIR_TOKENS", -1);
+  return v;
+}
+
 // The matrix's row_order as records when the kernels should hand rows out in it, else null.
 const uint4* row_order_or_null(const macko::Matrix& mm) {
   const int64_t m = mm.shape.rows;
@@ -876,11 +1001,12 @@ Status launch_rows(const macko::Matrix& mm, OneTokenKernel which, int pieces, in
   return cuda_status(e, "macko.warp_row launch");
 }
 
-template <class T, int NB, bool XS>
+template <class T, int NB, bool XS, int PAIR_WARPS = 0>
 Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes, const T* x,
                   int64_t ldx, int nt, T* y, int64_t ldy, const T* bias, bool accumulate,
                   Stream stream) {
-  auto kernel = macko_kernel<T, NB, XS>;
+  auto kernel = macko_kernel<T, NB, XS, PAIR_WARPS>;
+  using Shape = PersistentShape<PAIR_WARPS>;
   if (smem_bytes > 48 * 1024) {
     SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
@@ -888,10 +1014,11 @@ Status launch_one(const macko::Matrix& mm, const DeviceInfo& dev, int smem_bytes
   // Blocks an SM holds at once (registers and shared memory), so the persistent grid is one wave.
   int resident = 0;
   SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &resident, kernel, Config::kWarpsPerBlock * 32, smem_bytes));
+      &resident, kernel, Shape::kWarps * 32, smem_bytes));
   const LaunchPlan lp =
-      plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes, spread_override());
-  kernel<<<unsigned(lp.blocks), Config::kWarpsPerBlock * 32, smem_bytes, stream>>>(
+      plan(mm.shape.rows, dev.sm_count, std::max(resident, 1), smem_bytes, spread_override(),
+           Shape::kWarps);
+  kernel<<<unsigned(lp.blocks), Shape::kWarps * 32, smem_bytes, stream>>>(
       mm.row_ptr.data(), row_order_or_null(mm), mm.values.data(), mm.deltas.data(),
       mm.shape.rows, mm.shape.cols, x, ldx, nt, y, ldy, bias, accumulate,
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 8 == 0);
@@ -905,6 +1032,12 @@ Status launch_bucket(const macko::Matrix& mm, const DeviceInfo& dev, bool staged
                      Stream stream) {
   if (staged) {
     const int smem = int(x_staged_columns(mm.shape.cols) * NB * int64_t(sizeof(T)));
+    if constexpr (NB == 16) {
+      if (pair_tokens_override() != 0) {
+        return launch_one<T, NB, true, kPairBlockWarps>(mm, dev, smem, x, ldx, nt, y, ldy, bias,
+                                                        accumulate, stream);
+      }
+    }
     return launch_one<T, NB, true>(mm, dev, smem, x, ldx, nt, y, ldy, bias, accumulate, stream);
   }
   return launch_one<T, NB, false>(mm, dev, 0, x, ldx, nt, y, ldy, bias, accumulate, stream);
@@ -1065,7 +1198,7 @@ TokenPasses token_passes(int64_t k, int es, int smem_per_block) {
 }
 
 LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes,
-                int requested_spread) {
+                int requested_spread, int warps_per_block) {
   LaunchPlan lp;
   lp.x_shared = smem_bytes > 0;
   lp.smem_bytes = smem_bytes;
@@ -1075,9 +1208,8 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
   // blocks follow the row kernel's rule.
   const int64_t resident_blocks = int64_t(std::max(sm_count, 1)) * per_sm;
   const int rows_per_warp =
-      rows_per_segment(m, resident_blocks * Config::kWarpsPerBlock, /*requested=*/0);
-  lp.blocks =
-      launch_grid(m, rows_per_warp, Config::kWarpsPerBlock, resident_blocks, requested_spread);
+      rows_per_segment(m, resident_blocks * warps_per_block, /*requested=*/0);
+  lp.blocks = launch_grid(m, rows_per_warp, warps_per_block, resident_blocks, requested_spread);
   return lp;
 }
 

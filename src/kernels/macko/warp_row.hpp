@@ -180,8 +180,9 @@ int64_t x_staged_columns(int64_t k);
 // 36.43 -> 34.54; N = 16 0.94-1.00x the time (11008x4096 at 50 % 115.8 -> 108.6); 28672x8192
 // (already 0.97 waves) within 1 %; the 7B engine at batch 8 and 90 % (macko's persistent kernel
 // everywhere) 1912.6 -> 1933.5 t/s.
+// `warps_per_block`: the instance's block (16 warps; 32 for 16 tokens in lane pairs).
 LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_bytes,
-                int requested_spread = -1);
+                int requested_spread = -1, int warps_per_block = Config::kWarpsPerBlock);
 
 Status run(const Problem& p, Stream stream);
 // Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
