@@ -43,7 +43,11 @@ __device__ __forceinline__ uint32_t chunk_floor(uint32_t i) {
 // columns 8 apart at each step (stage_x_transposed), so with bits 2-3 only bit 3 varies between
 // them and their 32-byte stores fall on 2 of the 4 positions a row can take in 128 bytes (ncu,
 // session 37: 16-way conflicts, 10 % of the kernel's shared-memory wavefronts); bits 3-4 spread
-// them over all 4. Reads of random columns do not care which bits.
+// them over all 4. Reads of random columns do not care which bits. A flag rather than the rule
+// for every 16-token X^T: the lane-per-entry kernel (SPARROW_MACKO_PAIR_TOKENS=0, the A/B
+// baseline) keeps the layout it was measured with; folding the two layouts into one rule, or the
+// step's column scan into a shared helper, changed ptxas's register allocation of the measured
+// pair kernel (its spills 268 -> 336 bytes), which no run has timed.
 template <int NB, bool STAGED16 = false>
 __device__ __forceinline__ uint32_t x_slot(uint32_t c) {
   if constexpr (NB == 1) return c;
