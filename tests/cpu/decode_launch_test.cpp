@@ -229,18 +229,33 @@ TEST(DecodeLaunch, MackoOneTokenKernelChoice) {
 
 TEST(DecodeLaunch, MackoOneTokenBlockWarps) {
   using macko_warp_row::kSharedXMaxCols;
-  using macko_warp_row::one_token_block_warps;
+  using macko_warp_row::kSixteenWarpsMaxDensity;
+  using macko_warp_row::kSixteenWarpsSparseMinCols;
+  // Warps per block for a rows x cols weight storing `density` entries per element.
+  auto warps = [](int64_t cols, double density, bool x_shared, int requested) {
+    const int64_t rows = 1000;
+    return macko_warp_row::one_token_block_warps(rows, cols, int64_t(density * rows * cols),
+                                                 x_shared, requested);
+  };
   // A long X copied into shared memory (down_proj at 90 %): 16-warp blocks, half the copies.
-  EXPECT_EQ(one_token_block_warps(11008, true, 0), 16);
-  EXPECT_EQ(one_token_block_warps(kSharedXMaxCols + 1, true, 0), 16);
+  EXPECT_EQ(warps(11008, 0.5, true, 0), 16);
+  EXPECT_EQ(warps(kSharedXMaxCols + 1, 0.5, true, 0), 16);
   // Short X, or X gathered through L1: 8-warp blocks.
-  EXPECT_EQ(one_token_block_warps(kSharedXMaxCols, true, 0), 8);
-  EXPECT_EQ(one_token_block_warps(4096, true, 0), 8);
-  EXPECT_EQ(one_token_block_warps(11008, false, 0), 8);
+  EXPECT_EQ(warps(kSharedXMaxCols, 0.5, true, 0), 8);
+  EXPECT_EQ(warps(4096, 0.5, true, 0), 8);
+  EXPECT_EQ(warps(11008, 0.5, false, 0), 8);
+  // K = 8192 storing ~0.12 entries per element (Llama-2-70B's 8192-column weights at 90 %): 16;
+  // ~0.21 (80 %), K = 4096 at any density, or X through L1: 8.
+  EXPECT_EQ(warps(kSixteenWarpsSparseMinCols, 0.12, true, 0), 16);
+  EXPECT_EQ(warps(8192, kSixteenWarpsMaxDensity - 0.01, true, 0), 16);
+  EXPECT_EQ(warps(8192, 0.21, true, 0), 8);
+  EXPECT_EQ(warps(4096, 0.05, true, 0), 8);
+  EXPECT_EQ(warps(8192, 0.05, false, 0), 8);
   // The knob's values override; anything else is the rule.
-  EXPECT_EQ(one_token_block_warps(4096, true, 16), 16);
-  EXPECT_EQ(one_token_block_warps(11008, true, 8), 8);
-  EXPECT_EQ(one_token_block_warps(11008, true, 12), 16);
+  EXPECT_EQ(warps(4096, 0.5, true, 16), 16);
+  EXPECT_EQ(warps(11008, 0.5, true, 8), 8);
+  EXPECT_EQ(warps(11008, 0.5, true, 12), 16);
+  EXPECT_EQ(warps(8192, 0.05, true, 8), 8);
 }
 
 TEST(DecodeLaunch, MackoFewTokensBlockWarps) {

@@ -76,8 +76,8 @@ TEST(MackoWarpRow, RowPieces) {
   test::expect_all_n(k, wb, {1}, "macko row pieces bf16", 791);
 }
 
-// One token with a long X staged in shared memory (K > kSharedXMaxCols, here at density <= 0.2):
-// one_token_block_warps gives 16-warp blocks. Each row-kernel family runs there (whole warps,
+// One token with a long X staged in shared memory (K > kSharedXMaxCols, here at density <= 0.2,
+// or K = 8192 at low density): one_token_block_warps gives 16-warp blocks. Each row-kernel family runs there (whole warps,
 // half warps on short even rows, 2 pieces), with empty rows, fp16 and bf16, input_rms, bias and
 // accumulate; sized from this GPU's SM count so the rules pick each family.
 TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
@@ -96,7 +96,9 @@ TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
   };
   const Case cases[] = {{slots / 4 + 3, 9001, 0.85, wr::OneTokenKernel::warp, 1},
                         {slots + 5, 9001, 0.97, wr::OneTokenKernel::half_warp, 1},
-                        {slots / 2 - 9, 9001, 0.81, wr::OneTokenKernel::warp, 2}};
+                        {slots / 2 - 9, 9001, 0.81, wr::OneTokenKernel::warp, 2},
+                        // K = 8192 at low density: 16-warp blocks too (kSixteenWarpsMaxDensity).
+                        {slots + 5, 8192, 0.97, wr::OneTokenKernel::half_warp, 1}};
   uint64_t seed = 880;
   for (const Case& c : cases) {
     for (DType t : {DType::fp16, DType::bf16}) {
@@ -109,7 +111,8 @@ TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
                                std::to_string(c.cols) + " " + dtype_name(t);
       ASSERT_TRUE(wr::one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), 2, -1))
           << what;
-      ASSERT_EQ(wr::one_token_block_warps(mm.shape.cols, true, 0), 16) << what;
+      ASSERT_EQ(wr::one_token_block_warps(mm.shape.rows, mm.shape.cols, mm.entries(), true, 0), 16)
+          << what;
       const auto family = wr::choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                sms, wr::OneTokenKernel::automatic);
       ASSERT_EQ(family, c.family) << what;

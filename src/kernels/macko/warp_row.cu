@@ -979,7 +979,8 @@ cudaError_t launch_row_instance(const macko::Matrix& mm, int nb, const RowCall<T
   if (nb == 2) return launch_row_kernel<T, LANES, PIECES, true, 2>(mm, c, stream);
   const bool xs = one_token_shared_x(mm.shape.rows, mm.shape.cols, mm.entries(), int(sizeof(T)),
                                      shared_x_override());
-  if (one_token_block_warps(mm.shape.cols, xs, one_token_block_warps_override()) == 16) {
+  if (one_token_block_warps(mm.shape.rows, mm.shape.cols, mm.entries(), xs,
+                            one_token_block_warps_override()) == 16) {
     return xs ? launch_row_kernel<T, LANES, PIECES, true, 1, 2>(mm, c, stream)
               : launch_row_kernel<T, LANES, PIECES, false, 1, 2>(mm, c, stream);
   }
@@ -1154,9 +1155,15 @@ int few_tokens_block_warps(int lanes, int pieces, int requested) {
   return requested == 16 ? 16 : 32;
 }
 
-int one_token_block_warps(int64_t cols, bool x_shared, int requested) {
+int one_token_block_warps(int64_t rows, int64_t cols, int64_t entries, bool x_shared,
+                          int requested) {
   if (requested == 8 || requested == 16) return requested;
-  return x_shared && cols > kSharedXMaxCols ? 16 : 8;
+  if (!x_shared) return 8;
+  const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
+  return cols > kSharedXMaxCols ||
+                 (cols >= kSixteenWarpsSparseMinCols && density <= kSixteenWarpsMaxDensity)
+             ? 16
+             : 8;
 }
 
 int row_pieces(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,

@@ -82,13 +82,21 @@ constexpr int64_t kOneTokenSharedXMaxBytes = 96 * 1024;
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested);
 // Warps per block of the one-token row kernel: 8 (OneTokenConfig::kThreads), or 16 where each
-// block copies a long X (staged, K > kSharedXMaxCols): the same warps and registers per SM in
-// half as many blocks, so half the copies of X per SM. Measured on the H100 (session 33,
-// bench/NOTES-decode.md): 4096x11008 at 90 % (X 22 KB against ~26 KB of weight per 8-warp block)
-// 8.90 -> 8.41 µs; on K = 4096 it was within +-1.3 % on 4096 rows and 3-4 % slower on 11008 and
-// 22016 rows (coarser blocks spread the rows less evenly over the SMs). `requested` 8 / 16
+// block copies a long X (staged, K > kSharedXMaxCols), or an X of K >= kSixteenWarpsSparseMinCols
+// at <= kSixteenWarpsMaxDensity stored entries per element (gap padding included, as in
+// one_token_shared_x: random rows at 90 % sparsity store ~0.12, at 80 % ~0.21), where a block's
+// rows are few bytes next to its copy:
+// the same warps and registers per SM in half as many blocks, so half the copies of X per SM.
+// Measured on the H100 (bench/NOTES-decode.md): 4096x11008 at 90 % (X 22 KB against ~26 KB of
+// weight per 8-warp block) 8.90 -> 8.41 µs (session 33); on K = 4096 it was within +-1.3 % on
+// 4096 rows and 3-4 % slower on 11008 and 22016 rows (coarser blocks spread the rows less evenly
+// over the SMs); on K = 8192 (session 38) 1.7-3.9 % faster at 90-95 % on 1024, 8192 and 28672
+// rows, but at 80 % 2.1 % faster on 8192 rows and 2.7 % slower on 28672. `requested` 8 / 16
 // overrides the rule (0: the rule).
-int one_token_block_warps(int64_t cols, bool x_shared, int requested);
+constexpr int64_t kSixteenWarpsSparseMinCols = 8192;
+constexpr double kSixteenWarpsMaxDensity = 0.15;
+int one_token_block_warps(int64_t rows, int64_t cols, int64_t entries, bool x_shared,
+                          int requested);
 // Warps per block of the 2..8-token row kernel: 32 for whole warps that run several rows each
 // (LANES = 32, PIECES = 1: one 1024-thread block per SM, one copy of X^T per SM), 16 for half
 // warps and row pieces. Measured on the H100 (bench/NOTES-decode.md): whole warps 0.87-0.98x the
