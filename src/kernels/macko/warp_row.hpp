@@ -90,7 +90,7 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 // Measured on the H100 (bench/NOTES-decode.md): 4096x11008 at 90 % (X 22 KB against ~26 KB of
 // weight per 8-warp block) 8.90 -> 8.41 µs (session 33); on K = 4096 it was within +-1.3 % on
 // 4096 rows and 3-4 % slower on 11008 and 22016 rows (coarser blocks spread the rows less evenly
-// over the SMs); on K = 8192 (session 38) 1.7-3.9 % faster at 90-95 % on 1024, 8192 and 28672
+// over the SMs); on K = 8192 (session 38) 0.6-3.9 % faster at 90-95 % on 1024, 8192 and 28672
 // rows, but at 80 % 2.1 % faster on 8192 rows and 2.7 % slower on 28672. `requested` 8 / 16
 // overrides the rule (0: the rule).
 constexpr int64_t kSixteenWarpsSparseMinCols = 8192;
