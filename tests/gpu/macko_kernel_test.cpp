@@ -77,9 +77,10 @@ TEST(MackoWarpRow, RowPieces) {
 }
 
 // One token with a long X staged in shared memory (K > kSharedXMaxCols, here at density <= 0.2,
-// or K = 8192 at low density): one_token_block_warps gives 16-warp blocks. Each row-kernel family runs there (whole warps,
-// half warps on short even rows, 2 pieces), with empty rows, fp16 and bf16, input_rms, bias and
-// accumulate; sized from this GPU's SM count so the rules pick each family.
+// or K = 8192 at low density): one_token_block_warps gives 16-warp blocks. Each row-kernel family
+// runs there (whole warps, half warps on short even rows, 2 pieces), with empty rows, fp16 and
+// bf16, input_rms, bias and accumulate; sized from this GPU's SM count so the rules pick each
+// family.
 TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
   namespace wr = kernels::macko_warp_row;
   const auto& k = test::kernel_named("macko.warp_row");

@@ -1141,11 +1141,18 @@ int row_kernel_tokens(int64_t n, int64_t rows, int64_t cols, int64_t entries, in
              : 0;
 }
 
+namespace {
+// Stored entries (gap padding included) per element of the weight; 1 for an empty shape.
+double entries_per_element(int64_t rows, int64_t cols, int64_t entries) {
+  return rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
+}
+}  // namespace
+
 bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element_bytes,
                         int requested) {
   if (cols * element_bytes > kOneTokenSharedXMaxBytes) return false;
   if (requested == 0 || requested == 1) return requested == 1;
-  const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
+  const double density = entries_per_element(rows, cols, entries);
   return cols <= kSharedXMaxCols || density <= kSharedXMaxDensity ||
          (cols <= kSharedXMidMaxCols && density <= kSharedXMidMaxDensity);
 }
@@ -1159,9 +1166,9 @@ int one_token_block_warps(int64_t rows, int64_t cols, int64_t entries, bool x_sh
                           int requested) {
   if (requested == 8 || requested == 16) return requested;
   if (!x_shared) return 8;
-  const double density = rows > 0 && cols > 0 ? double(entries) / (double(rows) * double(cols)) : 1.0;
-  return cols > kSharedXMaxCols ||
-                 (cols >= kSixteenWarpsSparseMinCols && density <= kSixteenWarpsMaxDensity)
+  return cols > kSharedXMaxCols || (cols >= kSixteenWarpsSparseMinCols &&
+                                    entries_per_element(rows, cols, entries) <=
+                                        kSixteenWarpsMaxDensity)
              ? 16
              : 8;
 }

@@ -84,9 +84,9 @@ bool one_token_shared_x(int64_t rows, int64_t cols, int64_t entries, int element
 // Warps per block of the one-token row kernel: 8 (OneTokenConfig::kThreads), or 16 where each
 // block copies a long X (staged, K > kSharedXMaxCols), or an X of K >= kSixteenWarpsSparseMinCols
 // at <= kSixteenWarpsMaxDensity stored entries per element (gap padding included, as in
-// one_token_shared_x: random rows at 90 % sparsity store ~0.12, at 80 % ~0.21), where a block's
-// rows are few bytes next to its copy:
-// the same warps and registers per SM in half as many blocks, so half the copies of X per SM.
+// one_token_shared_x: random rows at 90 % sparsity store ~0.12, at 85 % ~0.16, at 80 % ~0.21),
+// where a block's rows are few bytes next to its copy. 16-warp blocks have the same warps and
+// registers per SM in half as many blocks, so half the copies of X per SM.
 // Measured on the H100 (bench/NOTES-decode.md): 4096x11008 at 90 % (X 22 KB against ~26 KB of
 // weight per 8-warp block) 8.90 -> 8.41 µs (session 33); on K = 4096 it was within +-1.3 % on
 // 4096 rows and 3-4 % slower on 11008 and 22016 rows (coarser blocks spread the rows less evenly
