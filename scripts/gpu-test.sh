@@ -43,6 +43,10 @@ MAGNITUDE_LIMIT=${MAGNITUDE_LIMIT:-45}
 BEST_LIMIT=${BEST_LIMIT:-60}
 # Stage names to leave out, space-separated (e.g. SKIP="gpu-tests memcheck" for a bench-only run).
 SKIP=${SKIP:-}
+# PACK=FILE.tar.xz (outside OUT): after every stage and at the end, OUT's files are packed into
+# FILE, so a device call cut off at its time limit (or one that brings back only a few files)
+# still returns what was done.
+PACK=${PACK:-}
 EXTRA_LIMIT=${EXTRA_LIMIT:-45}
 # memcheck slows kernels 10-100x: it runs the small-shape tests only. Name tests on large shapes
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
@@ -84,6 +88,15 @@ stage() {
   echo "===== $name: rc=$rc ($verdict) in ${secs}s" >>"$log"
   stages+=("$(printf '%-22s %-8s rc=%-3s %4ss' "$name" "$verdict" "$rc" "$secs")")
   echo "[gpu-test] $name: $verdict (rc=$rc, ${secs}s)"
+  pack
+}
+
+# PACK: OUT's files into one tarball (written next to it first, then moved, so it is never half
+# written).
+pack() {
+  [ -n "$PACK" ] || return 0
+  tar cJf "$PACK.part" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")" 2>/dev/null &&
+    mv -f "$PACK.part" "$PACK"
 }
 
 {
@@ -169,4 +182,5 @@ fi
   grep -E 'FAIL|\[  FAILED  \]|ERROR SUMMARY: [1-9]' "$LOG" | head -20
 } >"$SUMMARY" 2>&1
 cat "$SUMMARY"
+pack
 exit $overall
