@@ -34,7 +34,8 @@ Status for_each_buffer(macko::Matrix& m, F&& f) {
   SPARROW_RETURN_IF_ERROR(f(m.row_ptr));
   SPARROW_RETURN_IF_ERROR(f(m.values));
   SPARROW_RETURN_IF_ERROR(f(m.deltas));
-  return f(m.row_order);
+  SPARROW_RETURN_IF_ERROR(f(m.row_order));
+  return f(m.step_rows);
 }
 template <class F>
 Status for_each_buffer(tca_bme::Matrix& m, F&& f) {

@@ -274,6 +274,57 @@ TEST(Macko, ValidateRejectsBadRowPointers) {
     std::swap(m.row_order.host()[0], m.row_order.host()[4]);  // a kernel would skip a row
     expect_corrupt(m, "row_order");
   }
+  {
+    auto m = sample();
+    ASSERT_GE(m.step_rows.size(), 4u);
+    m.step_rows.host()[1] += 1;  // a warp starting there would read columns one off
+    expect_corrupt(m, "step_rows");
+  }
+}
+
+// step_rows against its definition (macko.hpp), worked out entry by entry: for each step, the
+// first row not wholly before its first entry, that row's column count before it, and the first
+// row starting at or after it. Rows far longer than a step (several records inside one row), rows
+// shorter than one (several rows per step), empty rows (leading, inside, trailing), gap padding,
+// and the all-zero matrix.
+TEST(Macko, StepRowsMatchTheirDefinition) {
+  std::vector<HostMatrix> cases;
+  cases.push_back(patterns::random(DType::fp16, 40, 3000, 0.5, 11));    // ~6 steps per row
+  cases.push_back(patterns::magnitude(DType::bf16, 300, 1001, 0.9, 12));  // uneven, short rows
+  cases.push_back(patterns::random(DType::fp16, 20, 20000, 0.995, 13));  // padding entries
+  HostMatrix gaps = patterns::random(DType::fp16, 200, 300, 0.97, 14);   // ~9 entries per row
+  for (int64_t r : {0, 1, 2, 50, 51, 52, 53, 197, 198, 199})
+    for (int64_t c = 0; c < gaps.cols(); ++c) gaps.set(r, c, 0.f);
+  cases.push_back(gaps);
+  cases.push_back(HostMatrix(DType::fp16, 5, 9));  // all zeros: no steps
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto enc = macko::encode(cases[i].view());
+    ASSERT_TRUE(enc.ok()) << enc.status().to_string();
+    const macko::Matrix& m = enc.value();
+    const auto& rp = m.row_ptr.host();
+    const uint64_t rows = rp.size() - 1;
+    const uint64_t steps = (rp[rows] + macko::kStepEntries - 1) / macko::kStepEntries;
+    const auto& sr = m.step_rows.host();
+    ASSERT_EQ(sr.size(), 4 * (steps + 1)) << i;
+    EXPECT_EQ(sr[4 * steps], rows) << i;
+    EXPECT_EQ(sr[4 * steps + 1], 0u) << i;
+    EXPECT_EQ(sr[4 * steps + 2], rows) << i;
+    EXPECT_EQ(sr[4 * steps + 3], rp[rows]) << i;
+    for (uint64_t s = 0; s < steps; ++s) {
+      const uint64_t base = s * macko::kStepEntries;
+      uint64_t r = 0;
+      while (r < rows && rp[r + 1] <= base && rp[r] < base) ++r;
+      uint64_t carry = 0;
+      for (uint64_t e = rp[r]; e < base; ++e) carry += macko::delta_at(m.deltas.data(), e) + 1;
+      uint64_t next = 0;
+      while (rp[next] < base) ++next;  // the first row starting at or after the step
+      EXPECT_EQ(sr[4 * s], r) << "case " << i << " step " << s;
+      EXPECT_EQ(sr[4 * s + 1], carry) << "case " << i << " step " << s;
+      EXPECT_EQ(sr[4 * s + 2], next) << "case " << i << " step " << s;
+      EXPECT_EQ(sr[4 * s + 3], rp[next]) << "case " << i << " step " << s;
+      if (r < rows && rp[r] < base) EXPECT_GT(rp[r + 1], base);  // the row holds the step's start
+    }
+  }
 }
 
 // The row order against its definition (macko.hpp): every row once, longest first, ties by row,
@@ -295,7 +346,7 @@ TEST(Macko, RowOrderIsLongestFirst) {
     const auto& order = m.row_order.host();
     const size_t rows = rp.size() - 1;
     ASSERT_EQ(order.size(), 4 * rows) << i;
-    EXPECT_EQ(m.derived_bytes(), 16 * rows);
+    EXPECT_EQ(m.derived_bytes(), 16 * rows + m.step_rows.bytes());
     EXPECT_EQ(derived_bytes(Weight(m)), m.derived_bytes());
     std::vector<int> seen(rows, 0);
     for (size_t j = 0; j < rows; ++j) {

@@ -22,6 +22,9 @@ namespace sparrow::macko {
 // values of four lanes' 16-byte value loads.
 constexpr int64_t kPad = 32;
 constexpr int kMaxDelta = 15;
+// Entries per step of the entry-split kernel's records (step_rows): one warp load of 8 entries
+// per lane.
+constexpr int64_t kStepEntries = 256;
 
 // The 4-bit delta of entry e: the low nibble of byte e / 2 for even e, the high one for odd e.
 inline int delta_at(const uint8_t* deltas, uint64_t e) {
@@ -44,19 +47,31 @@ struct Matrix {
   //                    (magnitude-pruned) weights first, and reads a row's extent in one 16-byte
   //                    load. It travels with the matrix to the GPU: 16 bytes per row, counted in
   //                    derived_bytes(), not storage_bytes().
+  //   step_rows        (4 * (steps + 1), steps = ceil(row_ptr[rows] / kStepEntries)) for each
+  //                    step s (entries from kStepEntries * s), the record (row, carry, next,
+  //                    next_start): `row` the first row that is not wholly before the step's first
+  //                    entry (the row holding it, or an empty row starting there), `carry` that
+  //                    row's column count (sum of delta + 1) over its entries before the step (0
+  //                    when it starts at or after it), `next` the first row starting at or after
+  //                    the step's first entry and `next_start` its row_ptr; record `steps` is
+  //                    (rows, 0, rows, row_ptr[rows]). macko.warp_row's one-token entry split
+  //                    (entries dealt to warps by count) starts a block at a row start and a warp
+  //                    mid-row from these, without walking the row's earlier deltas. 16 bytes per
+  //                    256 entries (2.5 % of the entries' bytes), counted in derived_bytes().
   int64_t max_row_entries = 0;
   Buffer<uint32_t> row_order;
+  Buffer<uint32_t> step_rows;
 
   int64_t entries() const { return int64_t(values.size()); }
   size_t storage_bytes() const { return row_ptr.bytes() + values.bytes() + deltas.bytes(); }
-  size_t derived_bytes() const { return row_order.bytes(); }
+  size_t derived_bytes() const { return row_order.bytes() + step_rows.bytes(); }
 };
 
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Fills max_row_entries and row_order from the host row_ptr (nothing for a device matrix). Safe
-// on a malformed row_ptr; validate reports it.
+// Fills max_row_entries, row_order and step_rows from the host row_ptr and deltas (nothing for a
+// device matrix). Safe on a malformed row_ptr; validate reports it.
 void derive(Matrix& m);
 
 }  // namespace sparrow::macko

@@ -43,6 +43,61 @@ std::vector<uint32_t> build_row_order(const std::vector<uint32_t>& rp) {
   return order;
 }
 
+// Sum of the 4-bit deltas of entries [a, b): 16 at a time from 8-byte words.
+uint64_t delta_sum(const uint8_t* dl, uint64_t a, uint64_t b) {
+  uint64_t s = 0;
+  if (a < b && (a & 1)) s += delta_at(dl, a++);
+  if (a < b && (b & 1)) s += delta_at(dl, --b);
+  uint64_t i = a / 2;
+  const uint64_t end = b / 2;
+  for (; i < end && (i & 7); ++i) s += (dl[i] & 0xFu) + (dl[i] >> 4);
+  for (; i + 8 <= end; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, dl + i, 8);
+    const uint64_t pairs = (w & 0x0F0F0F0F0F0F0F0Full) + ((w >> 4) & 0x0F0F0F0F0F0F0F0Full);
+    s += (pairs * 0x0101010101010101ull) >> 56;  // 8 bytes of <= 30: no carry out of the top
+  }
+  for (; i < end; ++i) s += (dl[i] & 0xFu) + (dl[i] >> 4);
+  return s;
+}
+
+// step_rows of include/sparrow/formats/macko.hpp; empty for a malformed row_ptr (validate says
+// why). Each row's deltas are summed once: the running sum follows the steps through the row.
+std::vector<uint32_t> build_step_rows(const std::vector<uint32_t>& rp, const uint8_t* dl,
+                                      uint64_t n_entries) {
+  if (rp.size() < 2 || rp[0] != 0) return {};
+  for (size_t r = 1; r < rp.size(); ++r) {
+    if (rp[r] < rp[r - 1]) return {};
+  }
+  const uint64_t rows = rp.size() - 1;
+  const uint64_t used = rp[rows];
+  if (used > n_entries) return {};
+  const uint64_t steps = (used + kStepEntries - 1) / kStepEntries;
+  std::vector<uint32_t> out(4 * (steps + 1), 0);
+  uint64_t r = 0;
+  uint64_t sum_row = rows, sum_at = 0, sum = 0;  // sum of (delta + 1) over [rp[sum_row], sum_at)
+  for (uint64_t s = 0; s < steps; ++s) {
+    const uint64_t base = s * uint64_t(kStepEntries);
+    while (r < rows && rp[r + 1] <= base && rp[r] < base) ++r;
+    uint64_t carry = 0;
+    if (r < rows && rp[r] < base) {
+      if (sum_row != r) sum_row = r, sum_at = rp[r], sum = 0;
+      sum += (base - sum_at) + delta_sum(dl, sum_at, base);
+      sum_at = base;
+      carry = sum;
+    }
+    const uint64_t next = carry > 0 ? r + 1 : r;  // the first row starting at or after base
+    out[4 * s] = uint32_t(r);
+    out[4 * s + 1] = uint32_t(carry);
+    out[4 * s + 2] = uint32_t(next);
+    out[4 * s + 3] = rp[next];
+  }
+  out[4 * steps] = uint32_t(rows);
+  out[4 * steps + 2] = uint32_t(rows);
+  out[4 * steps + 3] = uint32_t(used);
+  return out;
+}
+
 // Entries needed for one row: every non-zero, plus one padding entry per 16 columns of a gap
 // that a 4-bit delta cannot span. With prev = -1 before the first entry, a non-zero at column c
 // needs delta = c - prev - 1; each padding entry (delta 15) advances prev by 16.
@@ -125,7 +180,7 @@ Result<Matrix> encode(const ConstMatrixView& w) {
 Status validate(const Matrix& m) {
   const Shape& s = m.shape;
   if (m.row_ptr.on_device() || m.values.on_device() || m.deltas.on_device() ||
-      m.row_order.on_device()) {
+      m.row_order.on_device() || m.step_rows.on_device()) {
     return invalid_argument("macko: validate needs host buffers; call to_host() first");
   }
   if (s.rows <= 0 || s.cols <= 0) {
@@ -212,6 +267,9 @@ Status validate(const Matrix& m) {
   if (m.row_order.host() != build_row_order(m.row_ptr.host())) {
     return corrupt_data("macko: row_order does not match row_ptr (call derive())");
   }
+  if (m.step_rows.host() != build_step_rows(m.row_ptr.host(), dl, n_entries)) {
+    return corrupt_data("macko: step_rows does not match row_ptr and deltas (call derive())");
+  }
   return Status::success();
 }
 
@@ -219,6 +277,8 @@ void derive(Matrix& m) {
   if (m.row_ptr.on_device()) return;
   m.max_row_entries = longest_row(m.row_ptr.host());
   m.row_order = Buffer<uint32_t>(build_row_order(m.row_ptr.host()));
+  m.step_rows =
+      Buffer<uint32_t>(build_step_rows(m.row_ptr.host(), m.deltas.data(), m.deltas.size() * 2));
 }
 
 Result<HostMatrix> decode(const Matrix& m) {
