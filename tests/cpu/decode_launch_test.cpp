@@ -4,6 +4,7 @@
 
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
+#include "kernels/macko/entry_split.hpp"
 #include "kernels/macko/swiglu_mlp.hpp"
 #include "kernels/macko/warp_row.hpp"
 #include "kernels/tca_bme/decode.hpp"
@@ -438,6 +439,23 @@ TEST(DecodeLaunch, MackoRowOrderRule) {
   EXPECT_FALSE(use_row_order(11008, 11008 * 500, 2000, 0));
   EXPECT_TRUE(use_row_order(11008, 11008 * 500, 500, 1));
   EXPECT_FALSE(use_row_order(7, 0, 0, -1));  // no entries at all
+}
+
+// The entry split: uneven rows that fit one wave of the row kernel's warps (132 SMs x 64 = 8448
+// rows), under a dependent launch only; the overrides win either way.
+TEST(DecodeLaunch, MackoEntrySplitRule) {
+  using macko_entry_split::use_entry_split;
+  EXPECT_TRUE(use_entry_split(4096, 4096 * 500, 2000, 132, true, -1));    // uneven, dependent
+  EXPECT_FALSE(use_entry_split(4096, 4096 * 500, 2000, 132, false, -1));  // plain launch
+  EXPECT_FALSE(use_entry_split(4096, 4096 * 500, 650, 132, true, -1));    // even (1.3x exactly)
+  EXPECT_TRUE(use_entry_split(8448, 8448 * 500, 2000, 132, true, -1));    // one wave exactly
+  EXPECT_FALSE(use_entry_split(8449, 8449 * 500, 2000, 132, true, -1));   // more rows
+  EXPECT_FALSE(use_entry_split(11008, 11008 * 500, 2000, 132, true, -1));
+  EXPECT_TRUE(use_entry_split(11008, 11008 * 500, 500, 132, false, 1));   // overrides
+  EXPECT_FALSE(use_entry_split(4096, 4096 * 500, 2000, 132, true, 0));
+  EXPECT_FALSE(use_entry_split(7, 0, 0, 132, true, -1));  // no entries at all
+  EXPECT_EQ(macko_entry_split::launch_blocks(132, 5), 660);
+  EXPECT_EQ(macko_entry_split::launch_blocks(0, 0), 1);
 }
 
 // macko.swiglu_mlp's checks, all before anything touches a device.

@@ -3,11 +3,88 @@
 // large that not even one token of X fits in shared memory (the L1 gather path).
 #include "gpu/decode_kernel_checks.hpp"
 #include "kernels/device_info.hpp"
+#include "kernels/macko/entry_split.hpp"
 #include "kernels/macko/warp_row.hpp"
 
 using namespace sparrow;
 
 SPARROW_DECODE_KERNEL_TESTS(MackoWarpRow, "macko.warp_row", Format::macko)
+
+// The same checks with one token always run as an entry split (macko_entry_split), whatever
+// use_entry_split chooses on a shape (it picks it for uneven rows under dependent launches).
+namespace {
+Status run_entry_split(const kernels::Problem& p, Stream s) {
+  return kernels::macko_warp_row::run_with(p, s, kernels::macko_warp_row::EntrySplit::always);
+}
+const bool kForcedEntrySplit = [] {
+  const kernels::KernelInfo* k = kernels::find_kernel("macko.warp_row");
+  if (k == nullptr) return false;
+  kernels::KernelInfo forced = *k;
+  forced.name = "macko.warp_row:entry_split";
+  forced.run = run_entry_split;
+  test::test_kernels().push_back(forced);
+  return true;
+}();
+}  // namespace
+
+SPARROW_DECODE_KERNEL_TESTS(MackoEntrySplit, "macko.warp_row:entry_split", Format::macko)
+
+// Where the entry split's warps and blocks meet rows: long uneven rows spread over several warps
+// (a row's partial sums from a tail, middles and a closing head), rows of a few entries (dozens of
+// row starts per 256-entry step: the warp's cache of 32 row starts refills inside a step), one
+// dense row among empty ones, a single row longer than X fits in shared memory (X through L1),
+// trailing empty rows; fp16 and bf16, plain, bias + accumulate and input_rms.
+TEST(MackoEntrySplit, RowsAcrossWarpsAndBlocks) {
+  ASSERT_TRUE(kForcedEntrySplit);
+  const auto& k = test::kernel_named("macko.warp_row:entry_split");
+  if (!k.run) return;
+  struct Case {
+    const char* what;
+    HostMatrix h;
+  };
+  std::vector<Case> cases;
+  for (DType t : {DType::fp16, DType::bf16}) {
+    cases.push_back({"magnitude 4096x11008 s=0.9", patterns::magnitude(t, 4096, 11008, 0.9, 41)});
+    cases.push_back({"magnitude 1500x3001 s=0.7", patterns::magnitude(t, 1500, 3001, 0.7, 42)});
+    cases.push_back({"tiny rows 6000x300 s=0.99", patterns::random(t, 6000, 300, 0.99, 43)});
+    HostMatrix one(t, 997, 20000);  // all zero ...
+    const HostMatrix dense_row = patterns::random(t, 1, 20000, 0.0, 45);
+    for (int64_t c = 0; c < 20000; ++c) one.set(500, c, dense_row.at(0, c));  // ... but row 500
+    for (int64_t c = 0; c < 20000; c += 7) one.set(3, c, dense_row.at(0, c));
+    cases.push_back({"one dense row 997x20000", std::move(one)});
+    cases.push_back({"one row 1x70000 s=0.3", patterns::random(t, 1, 70000, 0.3, 46)});
+    HostMatrix trailing = patterns::magnitude(t, 700, 2000, 0.8, 47);
+    for (int64_t r = 650; r < 700; ++r)
+      for (int64_t c = 0; c < 2000; ++c) trailing.set(r, c, 0.f);
+    cases.push_back({"trailing empty rows 700x2000", std::move(trailing)});
+  }
+  uint64_t seed = 4000;
+  for (const Case& c : cases) {
+    const Weight w = test::encode_or_fail(Format::macko, c.h);
+    const DType t = shape_of(w).dtype;
+    const std::string what = std::string(c.what) + " " + dtype_name(t);
+    test::expect_all_n(k, w, {1}, what, seed);
+    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 7, false, false, true, true), t))
+        << what << " input_rms";
+    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 8, true, true, true, true), t))
+        << what << " input_rms bias+accumulate";
+    seed += 10;
+  }
+  // The rule on real weights: 4096 magnitude-pruned rows (uneven) take the entry split under a
+  // dependent launch, random ones (even) and plain launches the row kernel.
+  namespace es = kernels::macko_entry_split;
+  const Weight mag = test::encode_or_fail(Format::macko, cases[0].h);
+  const auto& mm = std::get<macko::Matrix>(mag);
+  EXPECT_TRUE(
+      es::use_entry_split(mm.shape.rows, mm.entries(), mm.max_row_entries, 132, true, -1));
+  EXPECT_FALSE(
+      es::use_entry_split(mm.shape.rows, mm.entries(), mm.max_row_entries, 132, false, -1));
+  const Weight rnd =
+      test::encode_or_fail(Format::macko, patterns::random(DType::fp16, 4096, 4096, 0.9, 48));
+  const auto& mr = std::get<macko::Matrix>(rnd);
+  EXPECT_FALSE(
+      es::use_entry_split(mr.shape.rows, mr.entries(), mr.max_row_entries, 132, true, -1));
+}
 
 TEST(MackoWarpRow, LongGapsAndWideRows) {
   const auto& k = test::kernel_named("macko.warp_row");

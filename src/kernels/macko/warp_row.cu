@@ -18,6 +18,7 @@
 #include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/macko/entry_split.hpp"
 #include "kernels/token_bucket.hpp"
 
 namespace sparrow::kernels::macko_warp_row {
@@ -891,6 +892,13 @@ int few_block_warps_override() {
   return v;
 }
 
+// SPARROW_MACKO_ENTRY_SPLIT=0|1: never / always run one token as an entry split (experiments and
+// A/B runs; read once; unset: macko_entry_split::use_entry_split's rule).
+int entry_split_override() {
+  static const int v = env_knob("SPARROW_MACKO_ENTRY_SPLIT", -1);
+  return v;
+}
+
 // SPARROW_MACKO_SHARED_X=0|1: never / always gather X from shared memory in the one-token kernels
 // (experiments; read once; unset: the rule in one_token_shared_x).
 int shared_x_override() {
@@ -1073,11 +1081,19 @@ int row_kernel_pass(const macko::Matrix& mm, int64_t n, int sm_count) {
 }
 
 template <class T>
-Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, Stream stream) {
+Status launch(const macko::Matrix& mm, const Problem& p, const DeviceInfo& dev, int split,
+              Stream stream) {
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   if (const int nb = row_kernel_pass(mm, p.n(), dev.sm_count); nb > 0) {
+    if (nb == 1 && mm.step_rows.on_device() &&
+        macko_entry_split::use_entry_split(mm.shape.rows, mm.entries(), mm.max_row_entries,
+                                           dev.sm_count, p.opt.dependent_launch, split)) {
+      const macko_entry_split::Call c{x, y, bias, p.opt.accumulate, p.opt.dependent_launch,
+                                      p.opt.input_rms, p.opt.rms_eps, dev.sm_count};
+      return macko_entry_split::launch(mm, c, stream);
+    }
     const OneTokenKernel which = choose_one_token(mm.shape.rows, mm.entries(), mm.max_row_entries,
                                                   dev.sm_count, one_token_override());
     const int pieces = which == OneTokenKernel::warp
@@ -1239,14 +1255,19 @@ bool takes_input_rms(const Weight& w, int64_t n) {
   return row_kernel_pass(*mm, n, dev.ok() ? dev.value().sm_count : 1) > 0;
 }
 
-Status run(const Problem& p, Stream stream) {
+Status run_with(const Problem& p, Stream stream, EntrySplit split) {
   SPARROW_RETURN_IF_ERROR(
       check_problem(p, Format::macko, p.opt.input_rms && takes_input_rms(p.w, p.n())));
   const auto& mm = std::get<macko::Matrix>(p.w);
   if (mm.shape.dtype == DType::fp32) return invalid_argument("macko holds fp16/bf16 values only");
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
-  if (mm.shape.dtype == DType::fp16) return launch<__half>(mm, p, dev, stream);
-  return launch<__nv_bfloat16>(mm, p, dev, stream);
+  const int requested = split == EntrySplit::always  ? 1
+                        : split == EntrySplit::never ? 0
+                                                     : entry_split_override();
+  if (mm.shape.dtype == DType::fp16) return launch<__half>(mm, p, dev, requested, stream);
+  return launch<__nv_bfloat16>(mm, p, dev, requested, stream);
 }
+
+Status run(const Problem& p, Stream stream) { return run_with(p, stream, EntrySplit::automatic); }
 
 }  // namespace sparrow::kernels::macko_warp_row

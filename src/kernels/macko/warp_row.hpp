@@ -193,6 +193,11 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
                 int requested_spread = -1, int warps_per_block = Config::kWarpsPerBlock);
 
 Status run(const Problem& p, Stream stream);
+// One token as an entry split (macko_entry_split, entry_split.hpp): by its rule (automatic, which
+// SPARROW_MACKO_ENTRY_SPLIT=0|1 overrides), always or never. run() is run_with(automatic); the
+// tests force both so every shape covers both paths.
+enum class EntrySplit { automatic, always, never };
+Status run_with(const Problem& p, Stream stream, EntrySplit split);
 // Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
 // (row_kernel_tokens > 0), not the persistent one.
 bool takes_input_rms(const Weight& w, int64_t n);
