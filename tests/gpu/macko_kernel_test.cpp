@@ -10,6 +10,20 @@ using namespace sparrow;
 
 SPARROW_DECODE_KERNEL_TESTS(MackoWarpRow, "macko.warp_row", Format::macko)
 
+namespace {
+// One token on w: plain, with bias, accumulating (expect_all_n), then with input_rms, plain and
+// with bias + accumulate.
+void expect_one_token(const kernels::KernelInfo& k, const Weight& w, const std::string& what,
+                      uint64_t seed) {
+  const DType t = shape_of(w).dtype;
+  test::expect_all_n(k, w, {1}, what, seed);
+  EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 7, false, false, true, true), t))
+      << what << " input_rms";
+  EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 8, true, true, true, true), t))
+      << what << " input_rms bias+accumulate";
+}
+}  // namespace
+
 // The same checks with one token always run as an entry split (macko_entry_split), whatever
 // use_entry_split chooses on a shape (it picks it for uneven rows under dependent launches).
 namespace {
@@ -63,11 +77,7 @@ TEST(MackoEntrySplit, RowsAcrossWarpsAndBlocks) {
     const Weight w = test::encode_or_fail(Format::macko, c.h);
     const DType t = shape_of(w).dtype;
     const std::string what = std::string(c.what) + " " + dtype_name(t);
-    test::expect_all_n(k, w, {1}, what, seed);
-    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 7, false, false, true, true), t))
-        << what << " input_rms";
-    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 8, true, true, true, true), t))
-        << what << " input_rms bias+accumulate";
+    expect_one_token(k, w, what, seed);
     seed += 10;
   }
   // The rule on real weights: 4096 magnitude-pruned rows (uneven) take the entry split under a
@@ -199,11 +209,7 @@ TEST(MackoWarpRow, SixteenWarpBlocksOnLongX) {
                   c.pieces)
             << what;
       }
-      test::expect_all_n(k, w, {1}, what, seed);
-      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 7, false, false, true, true), t))
-          << what << " input_rms";
-      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, seed + 8, true, true, true, true), t))
-          << what << " input_rms bias+accumulate";
+      expect_one_token(k, w, what, seed);
       seed += 10;
     }
   }
