@@ -5,7 +5,10 @@
 // 18), and there it measured 1.1-1.5x its random-pattern time; splitting long rows into more
 // pieces cost a per-piece prologue (the row's earlier deltas summed) and measured slower
 // (session 18). Here the entries are dealt by count instead, and a warp starts mid-row from the
-// weight's step_rows records (row and column count at every 256-entry step), with no prologue.
+// weight's step_rows records (row and column count at every 256-entry step) instead of walking
+// the row's earlier deltas. The records and the run's start are still a few dependent loads before
+// the first entries: hidden behind the previous kernel under a dependent launch, 2-4 µs on a plain
+// one (use_entry_split runs it under dependent launches only).
 //
 // Work split:
 //   - block b takes the rows [r0, r1) whose first entries fall in its share of the steps

@@ -19,9 +19,10 @@ namespace sparrow::kernels::macko_entry_split {
 // then overlaps the previous kernel. Measured on the H100 (session 39, bench/NOTES-decode.md),
 // magnitude rows, N = 1, time against the row kernel: dependent launches on 4096 rows 0.68-0.91x
 // at 70-90 % (4096x11008 at 90 %: 13.03 -> 8.87 µs), 0.92-1.01x at 50 %; on 11008-22016 rows
-// 1.01-1.14x; plain launches 0.94-1.30x (the prologue's extra loads are not hidden); the 7B
-// engine (batch 1, every macko weight split) 264.3 / 360.3 / 535.3 -> 264.3 / 372.5 / 548.8 t/s
-// at 50 / 70 / 90 %. `requested` 0 / 1 overrides the rule (-1: the rule).
+// 1.01-1.14x; plain launches 0.94-1.30x (the prologue's extra loads are not hidden). The 7B
+// engine at batch 1 with this rule (o_proj and down_proj where macko): 263.8 / 363.1 / 542.0 ->
+// 268.8 / 377.7 / 572.9 t/s at 50 / 70 / 90 %; splitting every uneven weight instead: 264.3 /
+// 360.3 / 535.3 -> 264.3 / 372.5 / 548.8. `requested` 0 / 1 overrides the rule (-1: the rule).
 bool use_entry_split(int64_t rows, int64_t entries, int64_t max_row_entries, int sm_count,
                      bool dependent, int requested);
 
