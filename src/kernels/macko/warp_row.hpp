@@ -195,7 +195,8 @@ LaunchPlan plan(int64_t m, int sm_count, int resident_blocks_per_sm, int smem_by
 Status run(const Problem& p, Stream stream);
 // One token as an entry split (macko_entry_split, entry_split.hpp): by its rule (automatic, which
 // SPARROW_MACKO_ENTRY_SPLIT=0|1 overrides), always or never. run() is run_with(automatic); the
-// tests force both so every shape covers both paths.
+// GPU tests force `always` on every shape of the decode suite (the suite's own plain launches take
+// the row kernel).
 enum class EntrySplit { automatic, always, never };
 Status run_with(const Problem& p, Stream stream, EntrySplit split);
 // Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
