@@ -48,6 +48,35 @@ __device__ __forceinline__ float sum_sq_strided(const uint16_t* x, int64_t k, in
   return s;
 }
 
+// One token's X (K 16-bit elements) read once by a block's threads: copied into shared memory `xs`
+// (COPY, 16-byte pieces where x is 16-byte aligned) and / or its squares summed (SUM_SQ). Returns
+// this thread's share of the sum (0 without SUM_SQ); the caller adds the block's shares.
+template <class T, bool COPY, bool SUM_SQ>
+__device__ __forceinline__ float copy_x_sum_sq(T* xs, const T* __restrict__ x, uint32_t k) {
+  float ss = 0.f;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const uint32_t vecs = vec ? k / 8 : 0;
+  for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
+    const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
+    if constexpr (COPY) reinterpret_cast<uint4*>(xs)[i] = v8;
+    if constexpr (SUM_SQ) ss += sum_sq8<T>(v8);
+  }
+  for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
+    const T e = x[i];
+    if constexpr (COPY) xs[i] = e;
+    if constexpr (SUM_SQ) ss = fmaf(to_float(e), to_float(e), ss);
+  }
+  return ss;
+}
+
+// A 16-bit element of shared memory (byte address `addr`) as T.
+template <class T>
+__device__ __forceinline__ T lds_element(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
+  return *reinterpret_cast<const T*>(&v);
+}
+
 // The input_rms scale of one token: 1 / sqrt(mean(x^2) + eps) from its sum of squares over K.
 __device__ __forceinline__ float rms_scale(float sum_sq, int64_t k, float eps) {
   return rsqrtf(sum_sq / float(k) + eps);

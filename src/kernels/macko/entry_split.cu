@@ -55,13 +55,6 @@ struct Shape {
   static constexpr int kMinBlocksPerSm = 40 / WARPS;
 };
 
-template <class T>
-__device__ __forceinline__ float lds_float(uint32_t addr) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
-  return to_float(*reinterpret_cast<const T*>(&v));
-}
-
 template <class T, int WARPS, bool XSMEM, bool RMS>
 __global__ void __launch_bounds__(Shape<WARPS>::kThreads, Shape<WARPS>::kMinBlocksPerSm)
     entry_split_kernel(const uint32_t* __restrict__ row_ptr, const uint4* __restrict__ step_rows,
@@ -139,20 +132,7 @@ __global__ void __launch_bounds__(Shape<WARPS>::kThreads, Shape<WARPS>::kMinBloc
   extern __shared__ __align__(16) unsigned char x_smem_raw[];
   __shared__ float rms_part[RMS ? WARPS : 1];
   if constexpr (XSMEM || RMS) {
-    float ss = 0.f;
-    T* xs = reinterpret_cast<T*>(x_smem_raw);
-    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    const uint32_t vecs = vec ? k / 8 : 0;
-    for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
-      if constexpr (XSMEM) reinterpret_cast<uint4*>(xs)[i] = v8;
-      if constexpr (RMS) ss += sum_sq8<T>(v8);
-    }
-    for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
-      const T e = x[i];
-      if constexpr (XSMEM) xs[i] = e;
-      if constexpr (RMS) ss = fmaf(to_float(e), to_float(e), ss);
-    }
+    float ss = copy_x_sum_sq<T, XSMEM, RMS>(reinterpret_cast<T*>(x_smem_raw), x, k);
     if constexpr (RMS) {
       ss = warp_sum(ss);
       if (lane == 0) rms_part[warp] = ss;
@@ -210,7 +190,7 @@ __global__ void __launch_bounds__(Shape<WARPS>::kThreads, Shape<WARPS>::kMinBloc
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const uint32_t col = uint32_t(col0) + byte_of(i & 1 ? lc.ends : lc.starts, i / 2);
-        xv[i] = XSMEM ? lds_float<T>(xs_addr + 2u * col) : to_float(__ldg(x + col));
+        xv[i] = XSMEM ? to_float(lds_element<T>(xs_addr + 2u * col)) : to_float(__ldg(x + col));
       }
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -256,7 +236,7 @@ __global__ void __launch_bounds__(Shape<WARPS>::kThreads, Shape<WARPS>::kMinBloc
         const uint32_t q = lc.before + byte_of(i & 1 ? lc.ends : lc.starts, i / 2);
         // Masked entries (value 0) may sit on column -1: clamped to a real one.
         const uint32_t col = min(q - sub[i] - 1u, k - 1u);
-        pr[i] = XSMEM ? lds_float<T>(xs_addr + 2u * col) : to_float(__ldg(x + col));
+        pr[i] = XSMEM ? to_float(lds_element<T>(xs_addr + 2u * col)) : to_float(__ldg(x + col));
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {

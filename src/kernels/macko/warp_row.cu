@@ -449,14 +449,6 @@ struct RowKernelShape {
   }
 };
 
-// A 16-bit element of shared memory (byte address `addr`) as T.
-template <class T>
-__device__ __forceinline__ T lds_element(uint32_t addr) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
-  return *reinterpret_cast<const T*>(&v);
-}
-
 // NB tokens of one X^T column (NB / 2 words) to / from shared memory: one 4- or 8-byte access.
 template <int NB>
 __device__ __forceinline__ void store_tokens(unsigned char* p, const uint32_t (&w)[NB / 2]) {
@@ -608,18 +600,7 @@ __global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
 #pragma unroll
   for (int j = 0; j < NB; ++j) ss[j] = 0.f;
   if constexpr (NB == 1 && (XSMEM || RMS)) {
-    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    const uint32_t vecs = vec ? k / 8 : 0;
-    for (uint32_t i = threadIdx.x; i < vecs; i += blockDim.x) {
-      const uint4 v8 = __ldg(reinterpret_cast<const uint4*>(x) + i);
-      if constexpr (XSMEM) reinterpret_cast<uint4*>(xs)[i] = v8;
-      if constexpr (RMS) ss[0] += sum_sq8<T>(v8);
-    }
-    for (uint32_t i = vecs * 8 + threadIdx.x; i < k; i += blockDim.x) {
-      const T e1 = x[i];
-      if constexpr (XSMEM) xs[i] = e1;
-      if constexpr (RMS) ss[0] = fmaf(to_float(e1), to_float(e1), ss[0]);
-    }
+    ss[0] = copy_x_sum_sq<T, XSMEM, RMS>(xs, x, k);
   } else if constexpr (NB > 1) {
     // X^T: column c's NB tokens side by side (NB * 2 bytes, one vector load per entry), zeros
     // for tokens past n. Reads are coalesced per token row.
