@@ -24,6 +24,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/macko/swiglu_mlp.hpp"
+#include "kernels/macko/warp_row.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/matmul.hpp"
 
@@ -148,6 +149,27 @@ std::string gib(size_t b) {
   return buf;
 }
 
+// Bytes of a macko weight's step_rows (0 for the other formats).
+size_t step_rows_bytes(const Weight& w) {
+  const auto* mm = std::get_if<macko::Matrix>(&w);
+  return mm ? mm->step_rows.bytes() : 0;
+}
+
+// The layers' step_rows as the host model holds them (counted in Model::weight_bytes).
+size_t host_step_rows_bytes(const Model& m) {
+  size_t n = 0;
+  for (const auto& [name, w] : m.linear_layers()) n += step_rows_bytes(*w);
+  return n;
+}
+
+// Clears a macko weight's step_rows where no kernel on this GPU reads them (macko.warp_row's
+// entry split takes uneven rows that fit one wave of its row kernel: on the 7B model's stacked
+// weights, o_proj and down_proj only), so the GPU holds 16 bytes per 256 entries only there.
+void drop_unread_step_rows(Weight& w, int sm_count) {
+  auto* mm = std::get_if<macko::Matrix>(&w);
+  if (mm && !kernels::macko_warp_row::may_read_step_rows(*mm, sm_count)) mm->step_rows = {};
+}
+
 class GpuBackend final : public Backend {
  public:
   GpuBackend(std::shared_ptr<const Model> m, const BackendOptions& opt, int64_t context,
@@ -184,7 +206,10 @@ class GpuBackend final : public Backend {
     splits_prefill_ = std::min<int64_t>(4, splits_decode_);
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
-    // What the run needs, checked against free device memory before anything is uploaded.
+    SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
+    sm_count_ = dev.sm_count;
+    // What the run needs, checked against free device memory before anything is uploaded (the
+    // host model's bytes: at least what the GPU will hold).
     const size_t es = dtype_size(dt_);
     mem_.model_bytes = m.weight_bytes();
     mem_.kv_cache_bytes = size_t(2 * c.layers * max_batch_ * context_ * c.kv_dim()) * es;
@@ -283,6 +308,8 @@ class GpuBackend final : public Backend {
           p.q = l.q, p.k = l.k, p.v = l.v, p.gate = l.gate, p.up = l.up;
         }
         p.o = l.o, p.down = l.down;
+        for (Weight* w : {&p.qkv, &p.gate_up, &p.q, &p.k, &p.v, &p.gate, &p.up, &p.o, &p.down})
+          drop_unread_step_rows(*w, sm_count_);
         return Status::success();
       }));
       win.seconds = seconds_now() - t0;
@@ -297,6 +324,9 @@ class GpuBackend final : public Backend {
       SPARROW_RETURN_IF_ERROR(ready.status());
       if (w1 < n_layers) next = std::async(std::launch::async, prepare_window, w1);
       std::vector<Prepared> prepared = std::move(ready.value().layers);
+      for (const Prepared& p : prepared)
+        for (const Weight* w : {&p.qkv, &p.gate_up, &p.q, &p.k, &p.v, &p.gate, &p.up, &p.o, &p.down})
+          uploaded_step_rows_bytes_ += step_rows_bytes(*w);
       load_.prepare_s += ready.value().seconds;
       const double t_copy = seconds_now();
       for (size_t i = w0; i < w1; ++i) {
@@ -329,6 +359,8 @@ class GpuBackend final : public Backend {
       }
       load_.copy_s += seconds_now() - t_copy;
     }
+    // The weights as uploaded: macko's step_rows only where the entry split may read them.
+    mem_.model_bytes = mem_.model_bytes - host_step_rows_bytes(m) + uploaded_step_rows_bytes_;
     if (foldable(format_of(m.lm_head))) {
       const double t0 = seconds_now();
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
@@ -806,6 +838,8 @@ class GpuBackend final : public Backend {
   static constexpr int64_t kExpandMinRows = 32;
   DeviceArray expand_;
   size_t expand_bytes_ = 0;
+  int sm_count_ = 1;                      // this GPU's
+  size_t uploaded_step_rows_bytes_ = 0;   // macko step_rows the layers took to the GPU
 
   // Options for every matmul of a pass: the caller's bias/accumulate, the expand scratch, and a
   // dependent launch (the weights are uploaded once by copies, never written by a kernel, so a

@@ -13,6 +13,7 @@
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/generate.hpp"
 #include "sparrow/engine/transform.hpp"
+#include "sparrow/formats/macko.hpp"
 
 namespace sparrow {
 namespace {
@@ -164,6 +165,32 @@ TEST(GpuEngine, SparseFormatsMatchTheSamePrunedWeightsOnCpu) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_logits_close(m, kPrompt, 1e-2);
   }
+}
+
+// The GPU holds macko's step_rows only for weights whose entry split may read them
+// (macko_warp_row::may_read_step_rows; the backend drops the rest before upload), and the memory
+// report counts what it holds: between the host model's bytes less all of its step_rows and the
+// host model's bytes. The logits still match the CPU backend's (the row kernel needs no records).
+TEST(GpuEngine, MackoStepRowsOnlyWhereRead) {
+  NEED_TINYLLAMA();
+  prune::MaskOptions mo;
+  mo.sparsity = 0.5;
+  auto pruned = engine::prune_model(*model, mo, "macko");
+  ASSERT_TRUE(pruned.ok()) << pruned.status().to_string();
+  auto m = std::make_shared<engine::Model>(std::move(pruned).value());
+  m->name = "tinyllama-py 50% macko";
+  size_t step_rows = 0;
+  for (const auto& [name, w] : m->linear_layers()) {
+    if (const auto* mm = std::get_if<macko::Matrix>(w)) step_rows += mm->step_rows.bytes();
+  }
+  ASSERT_GT(step_rows, 0u);
+  auto gpu = engine::make_gpu_backend(m);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  const size_t held = gpu.value()->memory().model_bytes, host = m->weight_bytes();
+  std::printf("  host weights %zu B (step_rows %zu B), on the GPU %zu B\n", host, step_rows, held);
+  EXPECT_LE(held, host);
+  EXPECT_GE(held, host - step_rows);
+  expect_logits_close(m, kPrompt, 1e-2);
 }
 
 // `model` pruned to 50 % (magnitude) and encoded in tca_bme; null (with a failure) if that fails.

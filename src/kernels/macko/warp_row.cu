@@ -1251,4 +1251,9 @@ Status run_with(const Problem& p, Stream stream, EntrySplit split) {
 
 Status run(const Problem& p, Stream stream) { return run_with(p, stream, EntrySplit::automatic); }
 
+bool may_read_step_rows(const macko::Matrix& m, int sm_count) {
+  return macko_entry_split::use_entry_split(m.shape.rows, m.entries(), m.max_row_entries,
+                                            sm_count, /*dependent=*/true, entry_split_override());
+}
+
 }  // namespace sparrow::kernels::macko_warp_row

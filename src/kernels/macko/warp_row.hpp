@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
+#include "sparrow/formats/macko.hpp"
 
 namespace sparrow::kernels::macko_warp_row {
 
@@ -199,6 +200,10 @@ Status run(const Problem& p, Stream stream);
 // the row kernel).
 enum class EntrySplit { automatic, always, never };
 Status run_with(const Problem& p, Stream stream, EntrySplit split);
+// Whether a one-token call on a GPU with `sm_count` SMs may run the entry split for m (its rule
+// for a dependent launch, or SPARROW_MACKO_ENTRY_SPLIT=1): where not, m's step_rows are never read
+// and a holder of m (the engine) may drop them before upload.
+bool may_read_step_rows(const macko::Matrix& m, int sm_count);
 // Whether the kernel takes MatmulOptions::input_rms for w at N = n: where it runs its row kernels
 // (row_kernel_tokens > 0), not the persistent one.
 bool takes_input_rms(const Weight& w, int64_t n);
