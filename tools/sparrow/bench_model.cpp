@@ -179,6 +179,11 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   std::fprintf(stderr, "sparrow bench-model: %s backend loaded in %.1f s%s\n", backend->name(),
                now_s() - t_backend, parts);
 
+  // The size column: the weights as the backend holds them (the GPU's uploaded bytes, which leave
+  // out derived data no kernel on it reads), or the model's where the backend keeps a copy of its
+  // own (the CPU backend's fp32 panels, reported on the memory line).
+  const engine::MemoryReport held_mem = backend->memory();
+  const size_t size_bytes = held_mem.held_as ? model->weight_bytes() : held_mem.model_bytes;
   for (int batch : group.batches) {
     for (int test = 0; test < 2; ++test) {
       const bool pp = test == 0;
@@ -195,8 +200,8 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
       const Stat s = stats(tps);
       const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen);
       std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
-                  human_bytes(model->weight_bytes()).c_str(), measured_sparsity, backend->name(),
-                  batch, test_name.c_str(), s.mean, s.std);
+                  human_bytes(size_bytes).c_str(), measured_sparsity, backend->name(), batch,
+                  test_name.c_str(), s.mean, s.std);
       std::fflush(stdout);
       nlohmann::json row = {{"model", model->name},
                             {"weight_bytes", model->weight_bytes()},
