@@ -69,6 +69,7 @@ Result<Weight> concat_csr(const std::vector<const csr::Matrix*>& ms, const Shape
   out.col16 = Buffer<uint16_t>(std::move(col16));
   out.col32 = Buffer<uint32_t>(std::move(col32));
   out.values = Buffer<uint8_t>(std::move(values));
+  csr::derive(out);
   return Weight(std::move(out));
 }
 

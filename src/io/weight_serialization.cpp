@@ -224,6 +224,7 @@ Result<Weight> read_weight(const std::string& name, const std::string& meta_json
       SPARROW_RETURN_IF_ERROR(fill(m.col16, pre + "col16", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.col32, pre + "col32", lookup));
       SPARROW_RETURN_IF_ERROR(fill(m.values, pre + "values", lookup));
+      csr::derive(m);  // max_row_nnz: derived, not stored
       w = std::move(m);
       break;
     }

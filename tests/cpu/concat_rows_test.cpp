@@ -102,6 +102,26 @@ TEST(ConcatRows, RefusesWhatItCannotJoin) {
   EXPECT_EQ(concat_rows({&c16, &c32}).status().code(), Code::unsupported);
 }
 
+// csr's derived longest row is the longest over all parts, and the joined matrix validates; a
+// stale value is reported by validate.
+TEST(ConcatRows, CsrLongestRow) {
+  HostMatrix a(DType::fp16, 2, 30), b(DType::fp16, 1, 30);
+  for (int c = 0; c < 5; ++c) a.set(1, 3 * c, 1.0f + c);
+  for (int c = 0; c < 9; ++c) b.set(0, 2 * c + 1, -0.5f * c - 1.0f);
+  const Weight wa = encode_ok(Format::csr, a), wb = encode_ok(Format::csr, b);
+  EXPECT_EQ(std::get<csr::Matrix>(wa).max_row_nnz, 5);
+  EXPECT_EQ(std::get<csr::Matrix>(wb).max_row_nnz, 9);
+  auto joined = concat_rows({&wa, &wb});
+  ASSERT_TRUE(joined.ok()) << joined.status().to_string();
+  EXPECT_EQ(std::get<csr::Matrix>(joined.value()).max_row_nnz, 9);
+  EXPECT_TRUE(validate(joined.value()).ok());
+  csr::Matrix stale = std::get<csr::Matrix>(joined.value());
+  stale.max_row_nnz = 5;
+  const Status s = csr::validate(stale);
+  EXPECT_EQ(s.code(), Code::corrupt_data);
+  EXPECT_NE(s.message().find("max_row_nnz"), std::string::npos) << s.message();
+}
+
 // macko parts with an odd number of entries: the next part's deltas move by one nibble.
 TEST(ConcatRows, MackoOddEntryCounts) {
   HostMatrix a(DType::fp16, 1, 20), b(DType::fp16, 2, 20);

@@ -354,6 +354,48 @@ TEST(DecodeLaunch, CsrBlocks) {
   EXPECT_EQ(csr_vector::blocks_for(1), 1);
   EXPECT_EQ(csr_vector::blocks_for(8), 1);
   EXPECT_EQ(csr_vector::blocks_for(9), 2);
+  // A row's pieces share a block: 8 warps hold 4 rows of 2 pieces, 2 rows of 4.
+  EXPECT_EQ(csr_vector::blocks_for(4, 2), 1);
+  EXPECT_EQ(csr_vector::blocks_for(5, 2), 2);
+  EXPECT_EQ(csr_vector::blocks_for(4096, 2), 1024);
+  EXPECT_EQ(csr_vector::blocks_for(3, 4), 2);
+}
+
+// Pieces per row: the most of 4, 2 whose warps all fit the GPU at once (H100: 132 SMs x 48
+// resident warps of the one-token instance = 6336); past one wave, for uneven rows (the longest
+// >= 1.5x the average), 4 at several tokens and at one token 4 or 2 for rows of at least that
+// many 256-entry steps; else 1. A knob value of 1, 2 or 4 wins.
+TEST(DecodeLaunch, CsrPieces) {
+  const int64_t slots = 132 * 48;
+  auto even = [&](int64_t rows, int64_t per_row, int n = 1) {
+    return csr_vector::pieces_for(rows, rows * per_row, per_row + 40, slots, n);
+  };
+  auto uneven = [&](int64_t rows, int64_t per_row, int n = 1) {
+    return csr_vector::pieces_for(rows, rows * per_row, 3 * per_row, slots, n);
+  };
+  EXPECT_EQ(even(1024, 2048), 4);
+  EXPECT_EQ(even(1584, 2048), 4);  // 6336 warps: exactly one wave
+  EXPECT_EQ(even(1585, 2048), 2);
+  EXPECT_EQ(even(3168, 2048), 2);
+  EXPECT_EQ(even(4096, 2048), 1);  // 8192 warps: more than one wave, even rows
+  EXPECT_EQ(even(11008, 5504), 1);
+  // Uneven rows (magnitude pruning), measured: 4096x4096 and 4096x11008 at 50-90 % and 11008x4096
+  // at 50-70 % take 4 pieces; 11008x4096 at 90 % (410 per row, 1.6 steps) keeps one.
+  EXPECT_EQ(uneven(4096, 2048), 4);
+  EXPECT_EQ(uneven(4096, 1101), 4);
+  EXPECT_EQ(uneven(11008, 1229), 4);
+  EXPECT_EQ(uneven(11008, 600), 2);
+  EXPECT_EQ(uneven(11008, 410), 1);
+  EXPECT_EQ(uneven(11008, 410, 8), 4);  // several tokens: 4 pieces whatever the row length
+  EXPECT_EQ(uneven(4096, 410, 2), 4);
+  EXPECT_EQ(even(11008, 410, 8), 1);
+  EXPECT_EQ(csr_vector::pieces_for(11008, 11008 * 2048, 3071, slots, 1), 1);  // < 1.5x the average
+  EXPECT_EQ(csr_vector::pieces_for(11008, 11008 * 2048, 3072, slots, 1), 4);  // = 1.5x
+  EXPECT_EQ(csr_vector::pieces_for(11008, 0, 0, slots, 8), 1);  // no non-zeros
+  EXPECT_EQ(csr_vector::pieces_for(11008, 1, 1, slots, 1, 4), 4);  // the knob
+  EXPECT_EQ(csr_vector::pieces_for(7, 7, 1, slots, 1, 1), 1);
+  EXPECT_EQ(csr_vector::pieces_for(7, 7, 1, slots, 1, 3), 4);  // not a piece count: the rule
+  EXPECT_EQ(csr_vector::pieces_for(7, 7, 1, 0, 1), 1);         // no residency, even rows: one piece
 }
 
 // Checks that need no device: a host weight and a weight of another format are rejected with

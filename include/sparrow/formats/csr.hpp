@@ -19,6 +19,9 @@ struct Matrix {
   Buffer<uint16_t> col16;     // (nnz) when index_bits == 16
   Buffer<uint32_t> col32;     // (nnz) when index_bits == 32
   Buffer<uint8_t> values;     // (nnz) dtype elements
+  // Derived from row_ptr (derive()), not stored in files: the longest row's non-zeros, which
+  // csr.vector's launch rule reads on the host (row_ptr may live on the GPU).
+  int64_t max_row_nnz = 0;
 
   int64_t nnz() const { return int64_t(values.size() / dtype_size(shape.dtype)); }
   size_t storage_bytes() const {
@@ -29,5 +32,8 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w, IndexWidth width = IndexWidth::automatic);
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
+// Sets the derived field (max_row_nnz) from the host row_ptr; 0 when row_ptr is malformed (which
+// validate reports).
+void derive(Matrix& m);
 
 }  // namespace sparrow::csr
