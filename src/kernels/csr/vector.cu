@@ -13,14 +13,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <tuple>
 #include <variant>
-#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/per_device_cache.hpp"
 #include "kernels/token_bucket.hpp"
 
 namespace sparrow::kernels::csr_vector {
@@ -107,24 +105,15 @@ __global__ void __launch_bounds__(Config::kWarpsPerBlock * 32)
 }
 
 // Warps of `kernel` (blocks of kWarpsPerBlock) one SM holds at once, asked once per device and
-// kernel (a host call per launch would cost microseconds).
+// kernel.
 template <class Kernel>
 Result<int> resident_warps_per_sm(Kernel kernel) {
-  static std::mutex mu;
-  static std::vector<std::tuple<int, const void*, int>> known;  // (device, kernel, warps)
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  const void* key = reinterpret_cast<const void*>(kernel);
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [d, k, w] : known) {
-    if (d == dev && k == key) return w;
-  }
-  int blocks = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, kernel, Config::kWarpsPerBlock * 32, 0));
-  const int warps = blocks * Config::kWarpsPerBlock;
-  known.emplace_back(dev, key, warps);
-  return warps;
+  return per_device_kernel_value<int>(kernel, [&]() -> Result<int> {
+    int blocks = 0;
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, kernel, Config::kWarpsPerBlock * 32, 0));
+    return blocks * Config::kWarpsPerBlock;
+  });
 }
 
 template <class T, class I, int NB, int PIECES>

@@ -10,12 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
-#include <tuple>
-#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
+#include "kernels/per_device_cache.hpp"
 #include "kernels/tca_bme/one_token.hpp"  // Config (the strip buffer)
 
 namespace sparrow::kernels::tca_bme_strip {
@@ -176,27 +174,19 @@ template <class Kernel>
 Result<tca_bme_one_token::Residency> strip_residency(Kernel kernel, size_t smem_per_warp) {
   using tca_bme_one_token::Config;
   using tca_bme_one_token::Residency;
-  static std::mutex mu;
-  static std::vector<std::tuple<int, const void*, Residency>> known;  // (device, kernel, table)
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  const void* key = reinterpret_cast<const void*>(kernel);
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [d, k, r] : known) {
-    if (d == dev && k == key) return r;
-  }
-  if (smem_per_warp > 0) {
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      int(smem_per_warp * Config::kMaxWarps)));
-  }
-  Residency r{};
-  for (int w = 1; w <= Config::kMaxWarps; ++w) {
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &r.blocks_per_sm[w], kernel, w * 32, smem_per_warp * size_t(w)));
-  }
-  known.emplace_back(dev, key, r);
-  return r;
+  return per_device_kernel_value<Residency>(kernel, [&]() -> Result<Residency> {
+    if (smem_per_warp > 0) {
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          int(smem_per_warp * Config::kMaxWarps)));
+    }
+    Residency r{};
+    for (int w = 1; w <= Config::kMaxWarps; ++w) {
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &r.blocks_per_sm[w], kernel, w * 32, smem_per_warp * size_t(w)));
+    }
+    return r;
+  });
 }
 
 }  // namespace sparrow::kernels::tca_bme_strip
