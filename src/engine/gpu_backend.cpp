@@ -149,25 +149,24 @@ std::string gib(size_t b) {
   return buf;
 }
 
-// Bytes of a macko weight's step_rows (0 for the other formats).
-size_t step_rows_bytes(const Weight& w) {
-  const auto* mm = std::get_if<macko::Matrix>(&w);
-  return mm ? mm->step_rows.bytes() : 0;
-}
-
-// The layers' step_rows as the host model holds them (counted in Model::weight_bytes).
+// The layers' macko step_rows as the host model holds them (counted in Model::weight_bytes).
 size_t host_step_rows_bytes(const Model& m) {
   size_t n = 0;
-  for (const auto& [name, w] : m.linear_layers()) n += step_rows_bytes(*w);
+  for (const auto& [name, w] : m.linear_layers()) {
+    if (const auto* mm = std::get_if<macko::Matrix>(w)) n += mm->step_rows.bytes();
+  }
   return n;
 }
 
 // Clears a macko weight's step_rows where no kernel on this GPU reads them (macko.warp_row's
 // entry split takes uneven rows that fit one wave of its row kernel: on the 7B model's stacked
 // weights, o_proj and down_proj only), so the GPU holds 16 bytes per 256 entries only there.
-void drop_unread_step_rows(Weight& w, int sm_count) {
+// Returns the step_rows bytes the weight keeps (0 for the other formats).
+size_t drop_unread_step_rows(Weight& w, int sm_count) {
   auto* mm = std::get_if<macko::Matrix>(&w);
-  if (mm && !kernels::macko_warp_row::may_read_step_rows(*mm, sm_count)) mm->step_rows = {};
+  if (mm == nullptr) return 0;
+  if (!kernels::macko_warp_row::may_read_step_rows(*mm, sm_count)) mm->step_rows = {};
+  return mm->step_rows.bytes();
 }
 
 class GpuBackend final : public Backend {
@@ -207,7 +206,6 @@ class GpuBackend final : public Backend {
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
     SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
-    sm_count_ = dev.sm_count;
     // What the run needs, checked against free device memory before anything is uploaded (the
     // host model's bytes: at least what the GPU will hold).
     const size_t es = dtype_size(dt_);
@@ -285,6 +283,7 @@ class GpuBackend final : public Backend {
       Weight q, k, v, gate, up;     // not stacked
       Weight o, down;
       bool attn_folded = false, mlp_folded = false;
+      size_t step_rows_bytes = 0;  // macko step_rows these weights take to the GPU
     };
     struct Window {
       std::vector<Prepared> layers;
@@ -292,7 +291,7 @@ class GpuBackend final : public Backend {
     };
     constexpr size_t kWindow = 4;
     const size_t n_layers = m.layers.size();
-    auto prepare_window = [this, &m](size_t w0) -> Result<Window> {
+    auto prepare_window = [this, &m, sm_count = dev.sm_count](size_t w0) -> Result<Window> {
       const double t0 = seconds_now();
       Window win;
       win.layers.resize(std::min(m.layers.size(), w0 + kWindow) - w0);
@@ -309,7 +308,7 @@ class GpuBackend final : public Backend {
         }
         p.o = l.o, p.down = l.down;
         for (Weight* w : {&p.qkv, &p.gate_up, &p.q, &p.k, &p.v, &p.gate, &p.up, &p.o, &p.down})
-          drop_unread_step_rows(*w, sm_count_);
+          p.step_rows_bytes += drop_unread_step_rows(*w, sm_count);
         return Status::success();
       }));
       win.seconds = seconds_now() - t0;
@@ -317,6 +316,7 @@ class GpuBackend final : public Backend {
     };
     // (A pending window's future waits for it on every return path below.)
     std::future<Result<Window>> next;
+    size_t uploaded_step_rows_bytes = 0;  // macko step_rows the layers took to the GPU
     if (n_layers > 0) next = std::async(std::launch::async, prepare_window, size_t(0));
     for (size_t w0 = 0; w0 < n_layers; w0 += kWindow) {
       const size_t w1 = std::min(n_layers, w0 + kWindow);
@@ -324,9 +324,7 @@ class GpuBackend final : public Backend {
       SPARROW_RETURN_IF_ERROR(ready.status());
       if (w1 < n_layers) next = std::async(std::launch::async, prepare_window, w1);
       std::vector<Prepared> prepared = std::move(ready.value().layers);
-      for (const Prepared& p : prepared)
-        for (const Weight* w : {&p.qkv, &p.gate_up, &p.q, &p.k, &p.v, &p.gate, &p.up, &p.o, &p.down})
-          uploaded_step_rows_bytes_ += step_rows_bytes(*w);
+      for (const Prepared& p : prepared) uploaded_step_rows_bytes += p.step_rows_bytes;
       load_.prepare_s += ready.value().seconds;
       const double t_copy = seconds_now();
       for (size_t i = w0; i < w1; ++i) {
@@ -360,7 +358,7 @@ class GpuBackend final : public Backend {
       load_.copy_s += seconds_now() - t_copy;
     }
     // The weights as uploaded: macko's step_rows only where the entry split may read them.
-    mem_.model_bytes = mem_.model_bytes - host_step_rows_bytes(m) + uploaded_step_rows_bytes_;
+    mem_.model_bytes = mem_.model_bytes - host_step_rows_bytes(m) + uploaded_step_rows_bytes;
     if (foldable(format_of(m.lm_head))) {
       const double t0 = seconds_now();
       Weight head = m.lm_head;  // a host copy to fold the final norm's gain into
@@ -838,8 +836,6 @@ class GpuBackend final : public Backend {
   static constexpr int64_t kExpandMinRows = 32;
   DeviceArray expand_;
   size_t expand_bytes_ = 0;
-  int sm_count_ = 1;                      // this GPU's
-  size_t uploaded_step_rows_bytes_ = 0;   // macko step_rows the layers took to the GPU
 
   // Options for every matmul of a pass: the caller's bias/accumulate, the expand scratch, and a
   // dependent launch (the weights are uploaded once by copies, never written by a kernel, so a
