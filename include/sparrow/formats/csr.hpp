@@ -32,8 +32,8 @@ struct Matrix {
 Result<Matrix> encode(const ConstMatrixView& w, IndexWidth width = IndexWidth::automatic);
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Sets the derived field (max_row_nnz) from the host row_ptr; 0 when row_ptr is malformed (which
-// validate reports).
+// Sets the derived field (max_row_nnz) from the host row_ptr (nothing for a device matrix). Safe
+// on a malformed row_ptr; validate reports it.
 void derive(Matrix& m);
 
 }  // namespace sparrow::csr

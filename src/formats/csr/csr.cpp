@@ -1,9 +1,10 @@
 #include "sparrow/formats/csr.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
+
+#include "formats/row_ptr.hpp"
 
 namespace sparrow::csr {
 
@@ -54,23 +55,10 @@ Result<Matrix> encode(const ConstMatrixView& w, IndexWidth width) {
   return m;
 }
 
-namespace {
-// The longest row's non-zeros, or -1 when row_ptr is not rows + 1 non-decreasing entries.
-int64_t longest_row(const Matrix& m) {
-  if (m.row_ptr.on_device() || m.row_ptr.size() != size_t(std::max<int64_t>(m.shape.rows, 0)) + 1) {
-    return -1;
-  }
-  const uint32_t* rp = m.row_ptr.host().data();
-  int64_t longest = 0;
-  for (int64_t r = 0; r < m.shape.rows; ++r) {
-    if (rp[r + 1] < rp[r]) return -1;
-    longest = std::max<int64_t>(longest, int64_t(rp[r + 1] - rp[r]));
-  }
-  return longest;
+void derive(Matrix& m) {
+  if (m.row_ptr.on_device()) return;
+  m.max_row_nnz = longest_row(m.row_ptr.host());
 }
-}  // namespace
-
-void derive(Matrix& m) { m.max_row_nnz = std::max<int64_t>(longest_row(m), 0); }
 
 Status validate(const Matrix& m) {
   const Shape& s = m.shape;
@@ -114,7 +102,7 @@ Status validate(const Matrix& m) {
       prev = c;
     }
   }
-  if (const int64_t longest = longest_row(m); m.max_row_nnz != longest) {
+  if (const int64_t longest = longest_row(m.row_ptr.host()); m.max_row_nnz != longest) {
     return corrupt_data("csr: max_row_nnz is " + std::to_string(m.max_row_nnz) +
                         " but the longest row has " + std::to_string(longest) +
                         " non-zeros (call derive())");

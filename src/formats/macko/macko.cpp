@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/row_ptr.hpp"
+
 namespace sparrow::macko {
 
 namespace {
@@ -17,14 +19,6 @@ constexpr uint64_t kMaxEntries = std::numeric_limits<uint32_t>::max();
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 std::string str(uint64_t v) { return std::to_string(v); }
-
-int64_t longest_row(const std::vector<uint32_t>& row_ptr) {
-  int64_t longest = 0;
-  for (size_t r = 1; r < row_ptr.size(); ++r) {
-    longest = std::max<int64_t>(longest, int64_t(row_ptr[r]) - int64_t(row_ptr[r - 1]));
-  }
-  return longest;
-}
 
 // row_order of include/sparrow/formats/macko.hpp: records (row, start, end, 0), longest first.
 std::vector<uint32_t> build_row_order(const std::vector<uint32_t>& rp) {
