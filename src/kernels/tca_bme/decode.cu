@@ -43,16 +43,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <variant>
-#include <vector>
 
 #include "core/cuda_check.hpp"
 #include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/per_device_cache.hpp"
 #include "kernels/tca_bme/few_tokens.hpp"
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
@@ -479,53 +478,41 @@ struct PassPlan {
 
 template <class Kernel>
 Status pass_plan(Kernel kernel, int warps, int tokens, const DeviceInfo& d, PassPlan& plan) {
-  struct Entry {
-    const void* kernel;
-    int device;
-    PassPlan plan;
-  };
-  static std::mutex mu;
-  static std::vector<Entry> cache;
-  int dev = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mu);
-  for (const Entry& e : cache) {
-    if (e.kernel == reinterpret_cast<const void*>(kernel) && e.device == dev) {
-      plan = e.plan;
-      return Status::success();
-    }
-  }
-  cudaFuncAttributes attr;
-  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));  // static shared memory
-  plan.cap = stage_values(warps, tokens, d.max_smem_per_block - int(attr.sharedSizeBytes));
-  plan.smem = shared_bytes(plan.cap, warps, tokens);
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem)));
-  int per_sm = 0;
-  SPARROW_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, plan.smem));
-  plan.fit[0] = per_sm * d.sm_count;
-  for (int i = 1; i < 4; ++i) {
-    if (d.cc_major < 9 || per_sm == 0) continue;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(1 << i));
-    cfg.blockDim = dim3(unsigned(warps * 32));
-    cfg.dynamicSmemBytes = plan.smem;
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = unsigned(1 << i);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    cfg.attrs = cluster;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();  // this size does not fit: not an error
-      n = 0;
-    }
-    plan.fit[i] = n;
-  }
-  cache.push_back({reinterpret_cast<const void*>(kernel), dev, plan});
+  SPARROW_ASSIGN_OR_RETURN(
+      plan, per_device_kernel_value<PassPlan>(kernel, [&]() -> Result<PassPlan> {
+        PassPlan out;
+        cudaFuncAttributes attr;
+        SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));  // static shared memory
+        out.cap = stage_values(warps, tokens, d.max_smem_per_block - int(attr.sharedSizeBytes));
+        out.smem = shared_bytes(out.cap, warps, tokens);
+        SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(out.smem)));
+        int per_sm = 0;
+        SPARROW_CUDA_RETURN_IF_ERROR(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, out.smem));
+        out.fit[0] = per_sm * d.sm_count;
+        for (int i = 1; i < 4; ++i) {
+          if (d.cc_major < 9 || per_sm == 0) continue;
+          cudaLaunchConfig_t cfg = {};
+          cfg.gridDim = dim3(unsigned(1 << i));
+          cfg.blockDim = dim3(unsigned(warps * 32));
+          cfg.dynamicSmemBytes = out.smem;
+          cudaLaunchAttribute cluster[1];
+          cluster[0].id = cudaLaunchAttributeClusterDimension;
+          cluster[0].val.clusterDim.x = unsigned(1 << i);
+          cluster[0].val.clusterDim.y = 1;
+          cluster[0].val.clusterDim.z = 1;
+          cfg.attrs = cluster;
+          cfg.numAttrs = 1;
+          int n = 0;
+          if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+            (void)cudaGetLastError();  // this size does not fit: not an error
+            n = 0;
+          }
+          out.fit[i] = n;
+        }
+        return out;
+      }));
   return Status::success();
 }
 
