@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -15,21 +16,23 @@
 
 namespace sparrow::kernels {
 
-// compute() -> Result<V>, run once per (device, kernel) under a lock; an error is returned and
-// not kept, so a later call tries again.
+// compute() -> Result<V>, run once per (device, kernel, variant) under a lock; an error is
+// returned and not kept, so a later call tries again. `variant` tells apart values of one kernel
+// that depend on a launch parameter (e.g. its dynamic shared memory per warp).
 template <class V, class Kernel, class Compute>
-Result<V> per_device_kernel_value(Kernel kernel, Compute&& compute) {
+Result<V> per_device_kernel_value(Kernel kernel, Compute&& compute, int64_t variant = 0) {
   static std::mutex mu;
-  static std::vector<std::tuple<int, const void*, V>> known;  // (device, kernel, value)
+  // (device, kernel, variant, value)
+  static std::vector<std::tuple<int, const void*, int64_t, V>> known;
   int dev = 0;
   SPARROW_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   const void* key = reinterpret_cast<const void*>(kernel);
   std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [d, k, v] : known) {
-    if (d == dev && k == key) return v;
+  for (const auto& [d, k, var, v] : known) {
+    if (d == dev && k == key && var == variant) return v;
   }
   SPARROW_ASSIGN_OR_RETURN(V v, compute());
-  known.emplace_back(dev, key, v);
+  known.emplace_back(dev, key, variant, v);
   return v;
 }
 

@@ -172,5 +172,6 @@ TEST(ConcatRows, TcaBmeGroupRowsJoinArrayByArray) {
     EXPECT_EQ(j.group_offsets.host(), d.group_offsets.host());
     EXPECT_EQ(j.values.host(), d.values.host());
     EXPECT_EQ(j.max_group_values, d.max_group_values);  // derived for the stack
+    EXPECT_EQ(j.max_strip_values, d.max_strip_values);
   }
 }

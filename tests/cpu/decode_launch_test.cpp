@@ -125,6 +125,36 @@ TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {
   EXPECT_GE(e.warps, 1);
 }
 
+// Where the one-token kernel copies a strip's values with the copy engine (use_bulk_copy): sm_90,
+// density >= 0.45, and on a plain launch at least 64 rows per SM (8448 on 132 SMs).
+TEST(DecodeLaunch, TcaBmeOneTokenBulkCopyRule) {
+  using tca_bme_one_token::use_bulk_copy;
+  const int64_t k = 4096;
+  const int64_t half = 11008 * k / 2;
+  EXPECT_TRUE(use_bulk_copy(half, 11008, k, 132, 9, false));      // 50 %, 11008 rows
+  EXPECT_TRUE(use_bulk_copy(half, 11008, k, 132, 9, true));
+  EXPECT_FALSE(use_bulk_copy(half, 11008, k, 132, 8, false));     // no copy engine below sm_90
+  EXPECT_FALSE(use_bulk_copy(half, 11008, k, 132, 8, true));
+  EXPECT_FALSE(use_bulk_copy(11008 * k * 3 / 10, 11008, k, 132, 9, true));  // 70 %: registers
+  const int64_t edge = (11008 * k * 45 + 99) / 100;  // the fewest non-zeros at density 0.45
+  EXPECT_TRUE(use_bulk_copy(edge, 11008, k, 132, 9, false));
+  EXPECT_FALSE(use_bulk_copy(edge - 1, 11008, k, 132, 9, false));
+  // 4096 rows (31 per SM): bulk only under a dependent launch.
+  EXPECT_FALSE(use_bulk_copy(4096 * k / 2, 4096, k, 132, 9, false));
+  EXPECT_TRUE(use_bulk_copy(4096 * k / 2, 4096, k, 132, 9, true));
+  EXPECT_TRUE(use_bulk_copy(8448 * k / 2, 8448, k, 132, 9, false));
+  EXPECT_FALSE(use_bulk_copy(8447 * k / 2, 8447, k, 132, 9, false));
+  EXPECT_FALSE(use_bulk_copy(0, 0, k, 132, 9, true));  // empty shapes
+  // A stage holds the fullest strip plus up to 7 values of alignment before and 7 of padding
+  // after, in 16-byte chunks: 580 values -> 75 chunks; a dense strip (1024) -> the 129 of
+  // Config::kStripChunks; an empty weight still gets one chunk.
+  EXPECT_EQ(tca_bme_one_token::bulk_stage_chunks(580), 75u);
+  EXPECT_EQ(tca_bme_one_token::bulk_stage_chunks(1024), 129u);
+  EXPECT_EQ(tca_bme_one_token::bulk_stage_chunks(1018), 129u);
+  EXPECT_EQ(tca_bme_one_token::bulk_stage_chunks(0), 2u);
+  EXPECT_EQ(tca_bme_one_token::bulk_stage_chunks(1), 2u);
+}
+
 TEST(DecodeLaunch, TcaBmeFewTokenKernelForSmallWeightsAtTwoToFourTokens) {
   using tca_bme_decode::use_few_tokens_kernel;
   // 132 SMs: at most 264 strips (4224 rows); fewer than 6 x 16 x 132 = 12672 groups at N = 2,

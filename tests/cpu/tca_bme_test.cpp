@@ -36,16 +36,20 @@ tca_bme::Matrix round_trip(const ConstMatrixView& w, const std::string& what) {
   // matrix (not from the bitmaps, which derive() reads).
   const std::vector<uint16_t>& starts = m->strip_starts.host();
   EXPECT_EQ(starts.size(), size_t(m->groups() * 4)) << what;
+  int64_t fullest_strip = 0;
   for (int64_t g = 0; g < m->groups() && starts.size() == size_t(m->groups() * 4); ++g) {
     const int64_t r0 = g / m->groups_k * 64, c0 = g % m->groups_k * 64;
     int64_t above = 0;
     for (int s = 0; s < 4; ++s) {
       EXPECT_EQ(starts[size_t(g * 4 + s)], above) << what << ": group " << g << " strip " << s;
+      const int64_t before = above;
       for (int64_t r = r0 + 16 * s; r < std::min(r0 + 16 * s + 16, w.rows); ++r) {
         for (int64_t c = c0; c < std::min(c0 + 64, w.cols); ++c) above += !w.zero_at(r, c);
       }
+      fullest_strip = std::max(fullest_strip, above - before);
     }
   }
+  EXPECT_EQ(m->max_strip_values, fullest_strip) << what;
   auto d = tca_bme::decode(m.value());
   EXPECT_TRUE(d.ok()) << what << ": " << d.status().to_string();
   if (d.ok()) {
@@ -372,6 +376,23 @@ TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
     expect_corrupt(m, "max_group_values");
     tca_bme::derive(m);
     EXPECT_EQ(m.max_group_values, good.max_group_values);
+    EXPECT_TRUE(tca_bme::validate(m).ok());
+  }
+}
+
+// max_strip_values sizes the one-token kernel's bulk-copy stages: a value below the fullest strip
+// would copy past a stage, so validate refuses any value but the true one.
+TEST(TcaBme, ValidateRejectsWrongMaxStripValues) {
+  tca_bme::Matrix good = sample();
+  ASSERT_GT(good.max_strip_values, 0);
+  ASSERT_LE(good.max_strip_values, good.max_group_values);
+  for (int64_t wrong : {int64_t(0), good.max_strip_values - 1, good.max_strip_values + 1,
+                        int64_t(-1)}) {
+    tca_bme::Matrix m = good;
+    m.max_strip_values = wrong;
+    expect_corrupt(m, "max_strip_values");
+    tca_bme::derive(m);
+    EXPECT_EQ(m.max_strip_values, good.max_strip_values);
     EXPECT_TRUE(tca_bme::validate(m).ok());
   }
 }

@@ -11,12 +11,16 @@ using namespace sparrow;
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecode, "tca_bme.decode", Format::tca_bme)
 
 // The same checks with the pass kernel forced: up to 4 tokens always on the CUDA-core strip
-// kernels (one_token, few_tokens), or never (the streaming tensor-core kernel), so both are
-// covered on every shape whatever use_one_token_kernel / use_few_tokens_kernel choose there.
+// kernels (one_token, few_tokens), the one-token kernel copying with registers or with bulk copies
+// (sm_90; registers below it), or never (the streaming tensor-core kernel), so each is covered on
+// every shape whatever use_one_token_kernel / use_few_tokens_kernel / use_bulk_copy choose there.
 namespace {
 using kernels::tca_bme_decode::StripKernel;
 Status run_strip(const kernels::Problem& p, Stream s) {
-  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always);
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always_registers);
+}
+Status run_strip_bulk(const kernels::Problem& p, Stream s) {
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always_bulk);
 }
 Status run_streaming(const kernels::Problem& p, Stream s) {
   return kernels::tca_bme_decode::run_with(p, s, StripKernel::never);
@@ -24,18 +28,22 @@ Status run_streaming(const kernels::Problem& p, Stream s) {
 const bool kForcedKernels = [] {
   const kernels::KernelInfo* k = kernels::find_kernel("tca_bme.decode");
   if (k == nullptr) return false;
-  kernels::KernelInfo strip = *k, streaming = *k;
+  kernels::KernelInfo strip = *k, strip_bulk = *k, streaming = *k;
   strip.name = "tca_bme.decode:strip";
   strip.run = run_strip;
+  strip_bulk.name = "tca_bme.decode:strip_bulk";
+  strip_bulk.run = run_strip_bulk;
   streaming.name = "tca_bme.decode:streaming";
   streaming.run = run_streaming;
   test::test_kernels().push_back(strip);
+  test::test_kernels().push_back(strip_bulk);
   test::test_kernels().push_back(streaming);
   return true;
 }();
 }  // namespace
 
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStrip, "tca_bme.decode:strip", Format::tca_bme)
+SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStripBulk, "tca_bme.decode:strip_bulk", Format::tca_bme)
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStreaming, "tca_bme.decode:streaming", Format::tca_bme)
 
 TEST(TcaBmeDecodeStrip, FewTokensEveryNWithNorm) {
@@ -121,5 +129,54 @@ TEST(TcaBmeDecodeStrip, RejectsWeightWithoutStripStarts) {
     EXPECT_EQ(st.code(), Code::invalid_argument) << "N=" << n << ": " << st.to_string();
     EXPECT_NE(st.to_string().find("strip_starts"), std::string::npos) << st.to_string();
     EXPECT_TRUE(test::still_poisoned(y)) << "N=" << n << " wrote Y";
+  }
+}
+
+// The bulk-copy stages are sized by the weight's fullest strip (max_strip_values): a weight whose
+// strips are mostly sparse but with a few dense ones (a group's last strip, which carries the
+// group's padding, and strips that start mid-chunk) must still copy and walk those whole. Checked
+// against the reference with the bulk copies forced, fp16 and bf16, with bias, accumulate and
+// input_rms.
+TEST(TcaBmeDecodeStripBulk, StagesHoldTheFullestStrip) {
+  ASSERT_TRUE(kForcedKernels);
+  const auto& k = test::kernel_named("tca_bme.decode:strip_bulk");
+  for (DType t : {DType::fp16, DType::bf16}) {
+    HostMatrix h = patterns::random(t, 301, 1000, 0.93, 51);
+    uint16_t* d = static_cast<uint16_t*>(h.data());
+    // Rows 48..63 (strip 3 of group row 0) over columns 64..127 (group 1): dense; rows 16..31
+    // over columns 128..191 dense but one element, so the strips after it start mid-chunk.
+    const uint16_t one = t == DType::fp16 ? uint16_t(0x3C00) : uint16_t(0x3F80);
+    for (int64_t r = 48; r < 64; ++r) {
+      for (int64_t c = 64; c < 128; ++c) d[r * 1000 + c] = one;
+    }
+    for (int64_t r = 16; r < 32; ++r) {
+      for (int64_t c = 128; c < 192; ++c) d[r * 1000 + c] = (r == 17 && c == 130) ? 0 : one;
+    }
+    const Weight w = test::encode_or_fail(Format::tca_bme, h);
+    ASSERT_EQ(std::get<tca_bme::Matrix>(w).max_strip_values, 1024);
+    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, 52), t)) << "N=1";
+    EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, 1, 53, true, true, true, true), t))
+        << "input_rms bias+accumulate N=1";
+  }
+}
+
+// A weight whose max_strip_values was never derived (0 with non-zeros) or is out of range is
+// refused before anything launches: a stage sized from it could not hold the strips.
+TEST(TcaBmeDecodeStripBulk, RefusesUnderivedMaxStripValues) {
+  ASSERT_TRUE(kForcedKernels);
+  const auto& k = test::kernel_named("tca_bme.decode:strip_bulk");
+  const DType t = DType::fp16;
+  const Weight hw = test::encode_or_fail(Format::tca_bme, patterns::random(t, 130, 70, 0.5, 93));
+  for (int64_t wrong : {int64_t(0), int64_t(-1), int64_t(1025)}) {
+    auto dw = to_device(hw);
+    ASSERT_TRUE(dw.ok());
+    std::get<tca_bme::Matrix>(dw.value()).max_strip_values = wrong;
+    test::DeviceMatrix x = test::DeviceMatrix::upload(patterns::dense_random(t, 1, 70, 94));
+    test::DeviceMatrix y = test::DeviceMatrix::alloc(t, 1, 130);
+    y.poison();
+    const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, {}}, nullptr);
+    EXPECT_EQ(st.code(), Code::invalid_argument) << wrong << ": " << st.to_string();
+    EXPECT_NE(st.to_string().find("max_strip_values"), std::string::npos) << st.to_string();
+    EXPECT_TRUE(test::still_poisoned(y)) << wrong << " wrote Y";
   }
 }

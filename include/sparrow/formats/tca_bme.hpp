@@ -50,6 +50,10 @@ struct Matrix {
   // reads only its strip's 16 bitmaps instead of all 64 to count what precedes it. 8 bytes per
   // group, counted in derived_bytes(), not storage_bytes().
   Buffer<uint16_t> strip_starts;
+  // Also derived: the most values one strip of one group holds (at most 1024). The one-token
+  // kernel's bulk copies size their shared-memory stages by it (at 50 % random ~580 against the
+  // 1024 a dense strip needs, so about twice the warps fit an SM).
+  int64_t max_strip_values = 0;
 
   int64_t groups() const { return groups_m * groups_k; }
   size_t storage_bytes() const { return bitmaps.bytes() + group_offsets.bytes() + values.bytes(); }
@@ -61,7 +65,7 @@ constexpr int64_t kStripsPerGroup = kGroupRows / kTcTile;  // 4
 Result<Matrix> encode(const ConstMatrixView& w);  // fp16 or bf16
 Result<HostMatrix> decode(const Matrix& m);
 Status validate(const Matrix& m);
-// Fills max_group_values and strip_starts from the host group_offsets and bitmaps (nothing for a
+// Fills max_group_values, strip_starts and max_strip_values from the host group_offsets and bitmaps (nothing for a
 // device matrix). Safe on malformed offsets or bitmaps; validate reports them.
 void derive(Matrix& m);
 

@@ -89,23 +89,31 @@ Result<Matrix> encode(const ConstMatrixView& w) {
   return m;
 }
 
-// strip_starts of include/sparrow/formats/tca_bme.hpp: empty when the bitmaps are not whole groups
-// (validate reports that).
-static std::vector<uint16_t> build_strip_starts(const std::vector<uint64_t>& bm) {
-  if (bm.size() % kBitmapsPerGroup != 0) return {};
+// strip_starts of include/sparrow/formats/tca_bme.hpp (empty when the bitmaps are not whole
+// groups: validate reports that) and the most values one strip holds.
+struct StripCounts {
+  std::vector<uint16_t> starts;
+  int64_t most = 0;
+};
+static StripCounts count_strips(const std::vector<uint64_t>& bm) {
+  StripCounts out;
+  if (bm.size() % kBitmapsPerGroup != 0) return out;
   const size_t groups = bm.size() / kBitmapsPerGroup;
   constexpr int64_t kBitmapsPerStrip = kBitmapsPerGroup / kStripsPerGroup;  // 16
-  std::vector<uint16_t> starts(groups * kStripsPerGroup);
+  out.starts.resize(groups * kStripsPerGroup);
   for (size_t g = 0; g < groups; ++g) {
     uint32_t before = 0;  // at most 3 * 1024
     for (int64_t s = 0; s < kStripsPerGroup; ++s) {
-      starts[g * kStripsPerGroup + size_t(s)] = uint16_t(before);
+      out.starts[g * kStripsPerGroup + size_t(s)] = uint16_t(before);
+      uint32_t in_strip = 0;
       for (int64_t b = 0; b < kBitmapsPerStrip; ++b) {
-        before += uint32_t(popcount64(bm[g * kBitmapsPerGroup + size_t(s * kBitmapsPerStrip + b)]));
+        in_strip += uint32_t(popcount64(bm[g * kBitmapsPerGroup + size_t(s * kBitmapsPerStrip + b)]));
       }
+      before += in_strip;
+      out.most = std::max<int64_t>(out.most, in_strip);
     }
   }
-  return starts;
+  return out;
 }
 
 void derive(Matrix& m) {
@@ -116,7 +124,9 @@ void derive(Matrix& m) {
     if (off[g] >= off[g - 1]) most = std::max<int64_t>(most, int64_t(off[g] - off[g - 1]));
   }
   m.max_group_values = most;
-  m.strip_starts = Buffer<uint16_t>(build_strip_starts(m.bitmaps.host()));
+  StripCounts strips = count_strips(m.bitmaps.host());
+  m.strip_starts = Buffer<uint16_t>(std::move(strips.starts));
+  m.max_strip_values = strips.most;
 }
 
 Status validate(const Matrix& m) {
@@ -221,8 +231,14 @@ Status validate(const Matrix& m) {
                         " but the largest group stores " + str(most) +
                         " values (call derive())");
   }
-  if (m.strip_starts.host() != build_strip_starts(m.bitmaps.host())) {
+  const StripCounts strips = count_strips(m.bitmaps.host());
+  if (m.strip_starts.host() != strips.starts) {
     return corrupt_data("tca_bme: strip_starts does not match the bitmaps (call derive())");
+  }
+  if (m.max_strip_values != strips.most) {
+    return corrupt_data("tca_bme: max_strip_values is " + std::to_string(m.max_strip_values) +
+                        " but the fullest strip holds " + std::to_string(strips.most) +
+                        " values (call derive())");
   }
   return Status::success();
 }

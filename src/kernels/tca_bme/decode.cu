@@ -543,11 +543,18 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
 // SPARROW_TCA_FEW_TOKENS=0|1: the few-token kernel at N = 2..4 (experiments; read once; unset:
 // use_one_token_kernel, use_few_tokens_kernel). A caller's StripKernel other than automatic wins.
 bool use_strip_kernel(StripKernel choice, int n, int64_t m, int64_t groups, int sm_count) {
-  if (choice != StripKernel::automatic) return choice == StripKernel::always;
+  if (choice != StripKernel::automatic) return choice != StripKernel::never;
   static const int one = env_knob("SPARROW_TCA_ONE_TOKEN", -1);
   static const int few = env_knob("SPARROW_TCA_FEW_TOKENS", -1);
   if (n == 1) return one < 0 ? use_one_token_kernel(groups, sm_count) : one == 1;
   return few < 0 ? use_few_tokens_kernel(m, groups, n, sm_count) : few == 1;
+}
+
+tca_bme_one_token::StripCopy strip_copy(StripKernel strip) {
+  using tca_bme_one_token::StripCopy;
+  if (strip == StripKernel::always_registers) return StripCopy::registers;
+  if (strip == StripKernel::always_bulk) return StripCopy::bulk;
+  return StripCopy::automatic;
 }
 
 template <class T>
@@ -570,7 +577,7 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip,
       SPARROW_RETURN_IF_ERROR(
           a.n == 1 ? tca_bme_one_token::launch<T>(m, x, y, bias, a.accumulate, d.sm_count,
                                                   dependent, p.opt.input_rms, p.opt.rms_eps,
-                                                  stream)
+                                                  strip_copy(strip), stream)
                    : tca_bme_few_tokens::launch<T>(m, x, a.ldx, y, a.ldy, a.n, bias,
                                                    a.accumulate, d.sm_count, dependent,
                                                    p.opt.input_rms, p.opt.rms_eps, stream));
@@ -660,6 +667,14 @@ Status run_with(const Problem& p, Stream stream, StripKernel strip) {
                             std::to_string(m.strip_starts.size()) + " entries, expected " +
                             std::to_string(m.groups() * tca_bme::kStripsPerGroup) +
                             " (derived from its bitmaps by tca_bme::derive)");
+  }
+  // The one-token kernel's bulk-copy stages hold max_strip_values values; 0 with non-zeros means
+  // derive() never ran.
+  if (m.max_strip_values < 0 || m.max_strip_values > tca_bme::kTcTile * tca_bme::kGroupCols ||
+      (m.max_strip_values == 0 && m.nnz > 0)) {
+    return invalid_argument("tca_bme.decode: the weight's max_strip_values (" +
+                            std::to_string(m.max_strip_values) +
+                            ") is not derived from its bitmaps (tca_bme::derive)");
   }
   auto* st = reinterpret_cast<cudaStream_t>(stream);
   if (s.dtype == DType::fp16) return launch<__half>(m, p, strip, st);

@@ -95,7 +95,9 @@ Status run(const Problem& p, Stream stream);
 // Which kernel a pass of N <= 4 tokens runs: automatic (use_one_token_kernel,
 // use_few_tokens_kernel), always the CUDA-core strip kernels (one_token, few_tokens) or never
 // (the streaming tensor-core kernel). run() is run_with(automatic); tests force both.
-enum class StripKernel { automatic, always, never };
+// `always_registers` / `always_bulk` also force how the one-token kernel copies a strip's values
+// (one_token.hpp's StripCopy; bulk falls back to registers below sm_90).
+enum class StripKernel { automatic, always, always_registers, always_bulk, never };
 Status run_with(const Problem& p, Stream stream, StripKernel strip);
 
 }  // namespace sparrow::kernels::tca_bme_decode

@@ -19,7 +19,35 @@ struct Config {
   static constexpr int kStripChunks = 16 * 64 / 8 + 1;  // 16-byte chunks
   // Bits of a lane's walk whose shared-memory loads are issued together (a divisor of 32).
   static constexpr int kWalkBatch = 4;
+  // The bulk-copy kernel (sm_90): stage buffers per warp, so one group's copy is in flight while
+  // the previous group is walked. Measured on the H100 (session 41, N = 1, 50 % random, time
+  // against the register kernel): 2 stages 0.91-0.93x on 11008..22016 x 4096, 3 stages 0.95-1.03x,
+  // 4 stages 1.05-1.07x (fewer warps fit); the 7B engine with every layer tca_bme at 50 % 251 ->
+  // 280 t/s with 2 stages, 249 with 3 (its stages sized by the fullest strip).
+  static constexpr int kBulkStages = 2;
+  // Where the bulk-copy kernel runs (use_bulk_copy): weights at least this dense (the H100,
+  // session 41: 0.86-0.97x the register kernel's time at 35-55 % sparsity on 11008 and 22016
+  // rows, 1.00-1.04x at 60 %, 1.03-1.07x at 65 %, 1.05-1.24x at 70-90 %) ...
+  static constexpr double kBulkMinDensity = 0.45;
+  // ... and, on a plain launch, at least this many rows per SM (4 strips): 4096-row weights took
+  // 1.01-1.09x the time at 40-55 % sparsity, where each of the 2 blocks per SM walks only
+  // 4..11 groups per warp. Under a dependent launch (the engine), where its first copies overlap
+  // the previous kernel, it runs at any row count: the 7B engine with every layer tca_bme at 50 %
+  // ran 282.5 t/s with it on every layer, 279.7 with the 4096-row layers left out (250.7 without).
+  static constexpr int kBulkMinRowsPerSm = 64;
 };
+
+// How the one-token kernel brings a strip's values into shared memory: by each lane's 16-byte
+// loads into registers, then shared stores (every GPU), or by one bulk copy of the copy engine per
+// warp and group (sm_90; below it `bulk` falls back to registers). `automatic` asks use_bulk_copy.
+enum class StripCopy { automatic, registers, bulk };
+
+// Whether an automatic launch takes the bulk copies: an sm_90 device (cc_major >= 9), density
+// nnz / (rows cols) >= kBulkMinDensity, and a dependent launch or rows >= kBulkMinRowsPerSm per SM.
+bool use_bulk_copy(int64_t nnz, int64_t rows, int64_t cols, int sm_count, int cc_major,
+                   bool dependent);
+// 16-byte chunks of one bulk-copy stage for a weight whose fullest strip holds max_strip_values.
+uint32_t bulk_stage_chunks(int64_t max_strip_values);
 
 struct LaunchPlan {
   int64_t blocks = 0;  // one per 16-row strip
@@ -39,6 +67,7 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r);
 // first (MatmulOptions::input_rms).
 template <class T>
 Status launch(const tca_bme::Matrix& w, const T* x, T* y, const T* bias, bool accumulate,
-              int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream);
+              int sm_count, bool dependent, bool rms, float rms_eps, StripCopy copy,
+              cudaStream_t stream);
 
 }  // namespace sparrow::kernels::tca_bme_one_token
