@@ -33,6 +33,9 @@ SOURCES=(
   # macko's 2-token row instance (session 30): N = 2 plain, and N = 1, 2, 4 dependent again
   $R/2026-11-26-h100-s30-c7-best-n2.csv
   $R/2026-11-26-h100-s30-c7-dl-*.csv
+  # tca_bme.decode's one-token bulk copies (session 41): N = 1 at 50 %, dependent launch, dense,
+  # macko and tca_bme on the 7B engine's stacked shapes
+  $R/2026-11-27-h100-s41-c5-dl-n1-s50.csv
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \

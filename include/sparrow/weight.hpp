@@ -35,6 +35,11 @@ size_t storage_bytes(const Weight& w);
 // in files, but on the GPU next to storage_bytes.
 size_t derived_bytes(const Weight& w);
 double d_eff(const Weight& w);
+// The d_eff a weight of format f is expected to have at density d (non-zeros / elements; fp16,
+// DESIGN.md's estimates): dense 1, csr 2d (16-bit columns), macko 1.25d (+ 0.05 of gap padding
+// below d = 0.2), tca_bme d + 1/16, tiled_csl 2d, nm 2:4's d (1 + 2/16). For choosing formats
+// before encoding; d_eff(w) is the exact value of an encoded weight.
+double expected_d_eff(Format f, double density);
 Location location_of(const Weight& w);
 
 // Stacks host weights of one format, dtype and column count along the rows (M): the result is

@@ -121,24 +121,16 @@ Weight* layer_weight(Layer& l, int which) {
 }  // namespace
 
 Format auto_format(double density, bool need_gpu_kernel) {
-  struct Estimate {
-    Format f;
-    double d_eff;
-  };
-  // DESIGN.md's expected storage per dense byte at density d (fp16).
-  const Estimate est[] = {
-      {Format::macko, 1.25 * density + (density < 0.2 ? 0.05 : 0.0)},
-      {Format::tca_bme, density + 1.0 / 16},
-      {Format::csr, 2.0 * density},
-      {Format::tiled_csl, 2.0 * density},
-  };
+  // The smallest by DESIGN.md's expected storage per dense byte (expected_d_eff), in this order on
+  // ties; dense unless one stores less.
+  const Format candidates[] = {Format::macko, Format::tca_bme, Format::csr, Format::tiled_csl};
   Format best = Format::dense;
   double best_d = 1.0;
-  for (const Estimate& e : est) {
-    if (need_gpu_kernel && !has_gpu_kernel(e.f)) continue;
-    if (e.d_eff < best_d) {
-      best = e.f;
-      best_d = e.d_eff;
+  for (Format f : candidates) {
+    if (need_gpu_kernel && !has_gpu_kernel(f)) continue;
+    if (const double d = expected_d_eff(f, density); d < best_d) {
+      best = f;
+      best_d = d;
     }
   }
   return best;

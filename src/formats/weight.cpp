@@ -134,6 +134,18 @@ size_t derived_bytes(const Weight& w) {
 
 double d_eff(const Weight& w) { return effective_density(storage_bytes(w), shape_of(w)); }
 
+double expected_d_eff(Format f, double density) {
+  switch (f) {
+    case Format::dense: return 1.0;
+    case Format::csr: return 2.0 * density;
+    case Format::macko: return 1.25 * density + (density < 0.2 ? 0.05 : 0.0);
+    case Format::tca_bme: return density + 1.0 / 16;
+    case Format::tiled_csl: return 2.0 * density;
+    case Format::nm: return density * (1.0 + 2.0 / 16);
+  }
+  return 1.0;
+}
+
 Location location_of(const Weight& w) {
   Location loc = Location::host;
   Weight& mut = const_cast<Weight&>(w);  // for_each_buffer only reads here
