@@ -363,38 +363,35 @@ TEST(TcaBme, ValidateRejectsBitmapsInconsistentWithOffsets) {
   }
 }
 
-// max_group_values sizes tca_bme.mma's shared-memory stages: a field below the largest group
-// would leave that group's last values out of its stage (the copy clamps to the stage), so
-// validate refuses any value but the true one.
-TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
-  tca_bme::Matrix good = sample();
-  ASSERT_GT(good.max_group_values, 0);
-  for (int64_t wrong : {int64_t(0), good.max_group_values - 8, good.max_group_values + 8,
-                        int64_t(-1)}) {
+// A derived size field that a kernel sizes shared memory by: validate refuses every value but the
+// true one (0, -1, one step below and above), naming the field, and derive() restores it.
+namespace {
+void expect_size_field_checked(int64_t tca_bme::Matrix::*field, const char* name, int64_t step) {
+  const tca_bme::Matrix good = sample();
+  const int64_t truth = good.*field;
+  ASSERT_GT(truth, 0) << name;
+  for (int64_t wrong : {int64_t(0), truth - step, truth + step, int64_t(-1)}) {
     tca_bme::Matrix m = good;
-    m.max_group_values = wrong;
-    expect_corrupt(m, "max_group_values");
+    m.*field = wrong;
+    expect_corrupt(m, name);
     tca_bme::derive(m);
-    EXPECT_EQ(m.max_group_values, good.max_group_values);
-    EXPECT_TRUE(tca_bme::validate(m).ok());
+    EXPECT_EQ(m.*field, truth) << name;
+    EXPECT_TRUE(tca_bme::validate(m).ok()) << name;
   }
+}
+}  // namespace
+
+// max_group_values sizes tca_bme.mma's shared-memory stages: a field below the largest group
+// would leave that group's last values out of its stage (the copy clamps to the stage).
+TEST(TcaBme, ValidateRejectsWrongMaxGroupValues) {
+  expect_size_field_checked(&tca_bme::Matrix::max_group_values, "max_group_values", 8);
 }
 
 // max_strip_values sizes the one-token kernel's bulk-copy stages: a value below the fullest strip
-// would copy past a stage, so validate refuses any value but the true one.
+// would leave that strip's last values out of its stage (the copy clamps to the stage).
 TEST(TcaBme, ValidateRejectsWrongMaxStripValues) {
-  tca_bme::Matrix good = sample();
-  ASSERT_GT(good.max_strip_values, 0);
-  ASSERT_LE(good.max_strip_values, good.max_group_values);
-  for (int64_t wrong : {int64_t(0), good.max_strip_values - 1, good.max_strip_values + 1,
-                        int64_t(-1)}) {
-    tca_bme::Matrix m = good;
-    m.max_strip_values = wrong;
-    expect_corrupt(m, "max_strip_values");
-    tca_bme::derive(m);
-    EXPECT_EQ(m.max_strip_values, good.max_strip_values);
-    EXPECT_TRUE(tca_bme::validate(m).ok());
-  }
+  ASSERT_LE(sample().max_strip_values, sample().max_group_values);
+  expect_size_field_checked(&tca_bme::Matrix::max_strip_values, "max_strip_values", 1);
 }
 
 // strip_starts tells the strip kernels where a strip's values begin: validate refuses a stale or
