@@ -12,8 +12,9 @@ SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecode, "tca_bme.decode", Format::tca_bme)
 
 // The same checks with the pass kernel forced: up to 4 tokens always on the CUDA-core strip
 // kernels (one_token, few_tokens), the one-token kernel copying with registers or with bulk copies
-// (sm_90; registers below it), or never (the streaming tensor-core kernel), so each is covered on
-// every shape whatever use_one_token_kernel / use_few_tokens_kernel / use_bulk_copy choose there.
+// (sm_90; registers below it), or never (the streaming tensor-core kernel, its stages filled by
+// bulk copies on sm_90 or forced to cp.async), so each is covered on every shape whatever
+// use_one_token_kernel / use_few_tokens_kernel / use_bulk_copy choose there.
 namespace {
 using kernels::tca_bme_decode::StripKernel;
 Status run_strip(const kernels::Problem& p, Stream s) {
@@ -25,19 +26,26 @@ Status run_strip_bulk(const kernels::Problem& p, Stream s) {
 Status run_streaming(const kernels::Problem& p, Stream s) {
   return kernels::tca_bme_decode::run_with(p, s, StripKernel::never);
 }
+Status run_streaming_cp_async(const kernels::Problem& p, Stream s) {
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::never,
+                                           kernels::tca_bme_decode::StreamCopy::cp_async);
+}
 const bool kForcedKernels = [] {
   const kernels::KernelInfo* k = kernels::find_kernel("tca_bme.decode");
   if (k == nullptr) return false;
-  kernels::KernelInfo strip = *k, strip_bulk = *k, streaming = *k;
+  kernels::KernelInfo strip = *k, strip_bulk = *k, streaming = *k, streaming_cp_async = *k;
   strip.name = "tca_bme.decode:strip";
   strip.run = run_strip;
   strip_bulk.name = "tca_bme.decode:strip_bulk";
   strip_bulk.run = run_strip_bulk;
   streaming.name = "tca_bme.decode:streaming";
   streaming.run = run_streaming;
+  streaming_cp_async.name = "tca_bme.decode:streaming_cp_async";
+  streaming_cp_async.run = run_streaming_cp_async;
   test::test_kernels().push_back(strip);
   test::test_kernels().push_back(strip_bulk);
   test::test_kernels().push_back(streaming);
+  test::test_kernels().push_back(streaming_cp_async);
   return true;
 }();
 }  // namespace
@@ -45,6 +53,8 @@ const bool kForcedKernels = [] {
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStrip, "tca_bme.decode:strip", Format::tca_bme)
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStripBulk, "tca_bme.decode:strip_bulk", Format::tca_bme)
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStreaming, "tca_bme.decode:streaming", Format::tca_bme)
+SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStreamingCpAsync, "tca_bme.decode:streaming_cp_async",
+                            Format::tca_bme)
 
 TEST(TcaBmeDecodeStrip, FewTokensEveryNWithNorm) {
   ASSERT_TRUE(kForcedKernels);

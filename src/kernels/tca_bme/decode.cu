@@ -19,9 +19,10 @@
 // A group's cost follows its bytes, not how its rows are filled, so magnitude-pruned weights
 // (uneven rows) split as evenly as random ones.
 //
-// Per warp, a two-stage cp.async pipeline (no block barrier in the main loop): while group i is
-// decoded, group i+1's 512 B of bitmaps and its values (contiguous, 16-byte aligned) land in the
-// warp's other stage. A group holding more values than a stage (`cap`: what shared memory allows,
+// Per warp, a two-stage pipeline (no block barrier in the main loop): while group i is decoded,
+// group i+1's 512 B of bitmaps and its values (contiguous, 16-byte aligned) land in the warp's
+// other stage, by two bulk copies that lane 0 issues and the stage's mbarrier counts (sm_90), or by
+// every lane's 16-byte cp.async (older GPUs, or StreamCopy::cp_async). A group holding more values than a stage (`cap`: what shared memory allows,
 // ~2500 values with one token tile, a whole group with two) is decoded from global memory instead.
 //
 // Per group the warp builds 128 half-bitmap records {32-bit half, index of its first value} with
@@ -56,6 +57,7 @@
 #include "kernels/tca_bme/fragment.hpp"
 #include "kernels/tca_bme/nibble_decode.cuh"
 #include "kernels/tca_bme/one_token.hpp"
+#include "kernels/tensor_core/bulk_copy.cuh"
 #include "kernels/tensor_core/launch.cuh"
 #include "kernels/tensor_core/mma.cuh"
 #include "sparrow/formats/tca_bme.hpp"
@@ -266,7 +268,7 @@ __device__ __forceinline__ void store_tile(float* tile, const float (&acc)[4][NT
       }
 }
 
-template <class T, int NT>
+template <class T, int NT, bool BULK>
 __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     tca_decode_kernel(WeightArgs w, tc::XYArgs a, int clusters, int cap, bool x_al4, bool rms,
                       float rms_eps) {
@@ -279,6 +281,14 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble (nibble order only)
   __shared__ float rms_part[W][16];  // input_rms: (warps, tokens) sums of x^2 over K
   __shared__ float rms_token[16];    // input_rms: the tokens' scales
+  // BULK: a stage's bitmaps and values arrive by two bulk copies of lane 0, counted here (sm_90;
+  // compiled for an older GPU the instance copies with cp.async).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = BULK;
+#else
+  constexpr bool kBulk = false;
+#endif
+  __shared__ __align__(8) uint64_t stage_bars[kBulk ? W : 1][2];
   let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if constexpr (Config::nibble_order(NT)) {
@@ -325,6 +335,18 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     const uint32_t o0 = __shfl_sync(0xffffffffu, off_lo, i & 31);
     const uint32_t nv = __shfl_sync(0xffffffffu, off_hi, i & 31) - o0;
     const uint32_t st = mine + S * stage_bytes;
+    if constexpr (kBulk) {
+      if (lane == 0) {
+        const uint32_t vbytes = nv <= uint32_t(cap) ? nv * 2u : 0u;  // a multiple of 16
+        const uint32_t bar = tc::smem_addr(&stage_bars[warp][S]);
+        tc::mbar_arrive_expect_tx(bar, Config::kBitmapBytes + vbytes);
+        tc::bulk_copy(st, w.bitmaps + (g_first + i) * 64, Config::kBitmapBytes, bar);
+        if (vbytes > 0) tc::bulk_copy(st + Config::kBitmapBytes, w.values + o0, vbytes, bar);
+      }
+      first_val[S] = o0;
+      n_val[S] = nv;
+      return;
+    }
     tc::cp_async16(st + lane * 16, w.bitmaps + (g_first + i) * 64 + lane * 2);
     if (nv <= uint32_t(cap)) {
       // A valid group's values are a multiple of 8 (16 bytes), the next group's start aligned.
@@ -353,9 +375,13 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     constexpr int S = decltype(parity)::value;
     // The other stage held item i - 1, finished before the last step's final __syncwarp.
     if (i + 1 < count) issue(i + 1, std::integral_constant<int, 1 - S>{});
-    tc::cp_async_commit();
-    tc::cp_async_wait<1>();  // item i has landed (this lane's copies) ...
-    __syncwarp();            // ... and every lane's
+    if constexpr (kBulk) {
+      tc::mbar_wait(tc::smem_addr(&stage_bars[warp][S]), uint32_t(i >> 1) & 1u);
+    } else {
+      tc::cp_async_commit();
+      tc::cp_async_wait<1>();  // item i has landed (this lane's copies) ...
+      __syncwarp();            // ... and every lane's
+    }
     const uint32_t st = mine + S * stage_bytes;
     {
       // Records of the group's 64 bitmaps; lane l has bitmaps 2l, 2l+1 as (lo, hi, lo, hi).
@@ -395,6 +421,14 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     gk = gk_next, row = row_next;
   };
 
+  if constexpr (kBulk) {
+    if (lane == 0) {
+      tc::mbar_init(tc::smem_addr(&stage_bars[warp][0]), 1);
+      tc::mbar_init(tc::smem_addr(&stage_bars[warp][1]), 1);
+      tc::mbar_init_fence();
+    }
+    __syncwarp();
+  }
   if (count > 0) issue(0, std::integral_constant<int, 0>{});
   // Everything above reads the weight only: with a dependent launch it overlaps the kernel that
   // writes X. X and Y are touched after it has finished.
@@ -518,8 +552,20 @@ Status pass_plan(Kernel kernel, int warps, int tokens, const DeviceInfo& d, Pass
 
 template <class T, int NT>
 Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const DeviceInfo& d,
-                   bool dependent, const MatmulOptions& opt, cudaStream_t stream) {
-  auto kernel = tca_decode_kernel<T, NT>;
+                   bool dependent, const MatmulOptions& opt, StreamCopy copy,
+                   cudaStream_t stream) {
+  // SPARROW_TCA_STREAM_BULK=0|1: cp.async / bulk copies for automatic launches (experiments, read
+  // once). Bulk copies by default on sm_90: measured on the H100 (session 41, c9) 0.90-0.99x the
+  // cp.async time at N = 8 and 16 on the four Llama shapes at 50-90 % (0.92-0.95 at 50 %), N = 1
+  // (28672 x 8192) 0.95-1.01x; the 7B engine with tca_bme weights at batch 8 +6.5 % at 50 %, +4.3 %
+  // at 70 %. A lane no longer issues a 16-byte cp.async per chunk: the L1 / shared-memory pipe,
+  // this kernel's busiest unit (ncu, session 20), keeps those instruction slots for the decode.
+  static const int knob = env_knob("SPARROW_TCA_STREAM_BULK", -1);
+  if (copy == StreamCopy::automatic) {
+    copy = knob == 0 ? StreamCopy::cp_async : StreamCopy::bulk;
+  }
+  auto kernel = copy == StreamCopy::bulk && d.cc_major >= 9 ? tca_decode_kernel<T, NT, true>
+                                                             : tca_decode_kernel<T, NT, false>;
   constexpr int W = Config::warps(NT);
   PassPlan plan;
   SPARROW_RETURN_IF_ERROR(pass_plan(kernel, W, 8 * NT, d, plan));
@@ -558,7 +604,7 @@ tca_bme_one_token::StripCopy strip_copy(StripKernel strip) {
 }
 
 template <class T>
-Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip,
+Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip, StreamCopy copy,
               cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
   const WeightArgs w{m.bitmaps.data(), m.group_offsets.data(), m.values.data(),
@@ -583,8 +629,9 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip,
                                                    p.opt.input_rms, p.opt.rms_eps, stream));
       continue;
     }
-    const Status s = a.n <= 8 ? launch_pass<T, 1>(w, a, x_al4, d, dependent, p.opt, stream)
-                              : launch_pass<T, 2>(w, a, x_al4, d, dependent, p.opt, stream);
+    const Status s = a.n <= 8
+                         ? launch_pass<T, 1>(w, a, x_al4, d, dependent, p.opt, copy, stream)
+                         : launch_pass<T, 2>(w, a, x_al4, d, dependent, p.opt, copy, stream);
     SPARROW_RETURN_IF_ERROR(s);
   }
   return Status::success();
@@ -644,7 +691,7 @@ bool takes_input_rms(const Weight& w, int64_t) {
 
 Status run(const Problem& p, Stream stream) { return run_with(p, stream, StripKernel::automatic); }
 
-Status run_with(const Problem& p, Stream stream, StripKernel strip) {
+Status run_with(const Problem& p, Stream stream, StripKernel strip, StreamCopy copy) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme, takes_input_rms(p.w, p.n())));
   const auto& m = std::get<tca_bme::Matrix>(p.w);
   const Shape& s = m.shape;
@@ -677,8 +724,8 @@ Status run_with(const Problem& p, Stream stream, StripKernel strip) {
                             ") is not derived from its bitmaps (tca_bme::derive)");
   }
   auto* st = reinterpret_cast<cudaStream_t>(stream);
-  if (s.dtype == DType::fp16) return launch<__half>(m, p, strip, st);
-  return launch<__nv_bfloat16>(m, p, strip, st);
+  if (s.dtype == DType::fp16) return launch<__half>(m, p, strip, copy, st);
+  return launch<__nv_bfloat16>(m, p, strip, copy, st);
 }
 
 }  // namespace sparrow::kernels::tca_bme_decode

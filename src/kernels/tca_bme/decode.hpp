@@ -98,6 +98,11 @@ Status run(const Problem& p, Stream stream);
 // `always_registers` / `always_bulk` also force how the one-token kernel copies a strip's values
 // (one_token.hpp's StripCopy; bulk falls back to registers below sm_90).
 enum class StripKernel { automatic, always, always_registers, always_bulk, never };
-Status run_with(const Problem& p, Stream stream, StripKernel strip);
+// How the streaming kernel fills its shared-memory stages: automatic = bulk copies of the copy
+// engine on sm_90 (lane 0, counted on an mbarrier per stage), cp.async of every lane elsewhere;
+// tests force cp_async on sm_90 too (bulk falls back to cp.async below sm_90).
+enum class StreamCopy { automatic, cp_async, bulk };
+Status run_with(const Problem& p, Stream stream, StripKernel strip,
+                StreamCopy copy = StreamCopy::automatic);
 
 }  // namespace sparrow::kernels::tca_bme_decode

@@ -59,66 +59,6 @@ __device__ __forceinline__ void x_floats(const uint4& r, float (&xf)[8]) {
   }
 }
 
-// The lane's set bits of `word` in order, each the next value of its run from shared byte
-// address `a`, times the X value of its column into the accumulator of its row: one predicated
-// shared load, address step, conversion and FMA per bit, the loads of kWalkBatch bits at a time
-// before their products (load_set_bits; ncu, session 26: "short scoreboard" 7.2 of 13.5 cycles
-// per instruction, 4096 x 11008 at 50 %, when each load's conversion followed it at once).
-template <class T>
-__device__ __forceinline__ void walk_strip(uint32_t word, uint32_t a, const float (&xf)[8],
-                                           float (&acc)[4]) {
-#pragma unroll
-  for (int b = 0; b < 32; b += Config::kWalkBatch) {
-    uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
-    load_set_bits(word, b, a, v);
-#pragma unroll
-    for (int i = 0; i < Config::kWalkBatch; ++i) {
-      if ((word >> (b + i)) & 1u) acc[(b + i) / 8] += u16_float<T>(v[i]) * xf[(b + i) % 8];
-    }
-  }
-}
-
-// The end of both one-token kernels: lanes holding the same rows summed by shuffles, the warps'
-// sums through shared memory (`partial`: (warps, 16 strip rows)), with input_rms each block's own
-// sum of x^2 over K (`rms_part`: (warps)), and the block's 16 rows of Y written.
-template <class T>
-__device__ __forceinline__ void finish_strips(float (&acc)[4], float (*partial)[16],
-                                              float* rms_part, int lane, int warp, int warps,
-                                              const T* __restrict__ x, int k, T* __restrict__ y,
-                                              int64_t m, const T* __restrict__ bias,
-                                              bool accumulate, bool rms, float rms_eps) {
-  // Lanes 8tk + 2b + hh with the same (b & 1, hh) hold the same rows: sum over tk and b >> 1.
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 4);
-    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 8);
-    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 16);
-  }
-  if (lane < 4) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) partial[warp][((lane >> 1) & 1) * 8 + (lane & 1) * 4 + r] = acc[r];
-  }
-  // input_rms: every block sums x^2 over all of K itself (8 KB at K = 4096), after its groups,
-  // when most of X has passed through this SM's L1; the warps' sums meet behind the barrier.
-  if (rms) {
-    const float ss = warp_sum(sum_sq_strided<T>(reinterpret_cast<const uint16_t*>(x), k,
-                                                threadIdx.x, blockDim.x));
-    if (lane == 0) rms_part[warp] = ss;
-  }
-  __syncthreads();
-  if (threadIdx.x < 16) {
-    float sum = 0.f;
-    for (int w = 0; w < warps; ++w) sum += partial[w][threadIdx.x];
-    if (rms) {
-      float ss = 0.f;
-      for (int w = 0; w < warps; ++w) ss += rms_part[w];
-      sum *= rms_scale(ss, k, rms_eps);
-    }
-    const int64_t row = int64_t(blockIdx.x) * 16 + threadIdx.x;
-    if (row < m) store_output(y + row, sum, bias, row, accumulate);
-  }
-}
-
 // 72 registers at most: the walk's batches of loads need ~8 more than the 64 of two 512-thread
 // blocks per SM, where ptxas put each load's conversion right after it (one load in flight). 72
 // leave 28 warps per SM (the plan asks the occupancy calculator). Measured against 64 with the
@@ -164,10 +104,53 @@ __global__ void __maxnreg__(72)
     float xf[8];
     x_floats<T>(x_cur, xf);
     __syncwarp();
-    walk_strip<T>(cur.word, sv + 2u * uint32_t(cur.p), xf, acc);
+    // The lane's set bits in order, each the next value of its run: one predicated shared load,
+    // address step, conversion and FMA per bit, the loads of kWalkBatch bits at a time before
+    // their products (load_set_bits; ncu, session 26: "short scoreboard" 7.2 of 13.5 cycles per
+    // instruction, 4096 x 11008 at 50 %, when each load's conversion followed it at once).
+    uint32_t a = sv + 2u * uint32_t(cur.p);
+#pragma unroll
+    for (int b = 0; b < 32; b += Config::kWalkBatch) {
+      uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
+      load_set_bits(cur.word, b, a, v);
+#pragma unroll
+      for (int i = 0; i < Config::kWalkBatch; ++i) {
+        if ((cur.word >> (b + i)) & 1u) {
+          acc[(b + i) / 8] += u16_float<T>(v[i]) * xf[(b + i) % 8];
+        }
+      }
+    }
   }
-  finish_strips<T>(acc, partial, rms_part, lane, warp, warps, x, k, y, m, bias, accumulate, rms,
-                   rms_eps);
+  // Lanes 8tk + 2b + hh with the same (b & 1, hh) hold the same rows: sum over tk and b >> 1.
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 4);
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 8);
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 16);
+  }
+  if (lane < 4) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) partial[warp][((lane >> 1) & 1) * 8 + (lane & 1) * 4 + r] = acc[r];
+  }
+  // input_rms: every block sums x^2 over all of K itself (8 KB at K = 4096), after its groups,
+  // when most of X has passed through this SM's L1; the warps' sums meet behind the barrier.
+  if (rms) {
+    const float ss = warp_sum(sum_sq_strided<T>(reinterpret_cast<const uint16_t*>(x), k,
+                                                threadIdx.x, blockDim.x));
+    if (lane == 0) rms_part[warp] = ss;
+  }
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float sum = 0.f;
+    for (int w = 0; w < warps; ++w) sum += partial[w][threadIdx.x];
+    if (rms) {
+      float ss = 0.f;
+      for (int w = 0; w < warps; ++w) ss += rms_part[w];
+      sum *= rms_scale(ss, k, rms_eps);
+    }
+    const int64_t row = int64_t(blockIdx.x) * 16 + threadIdx.x;
+    if (row < m) store_output(y + row, sum, bias, row, accumulate);
+  }
 }
 
 
@@ -270,12 +253,45 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     const uint32_t incl = warp_inclusive_scan(pc, lane);
     float xf[8];
     x_floats<T>(x_cur, xf);
-    const uint32_t a = sv0 + uint32_t(j % S) * stage_chunks * 16u + 2u * ((vs & 7u) + incl - pc);
+    uint32_t a = sv0 + uint32_t(j % S) * stage_chunks * 16u + 2u * ((vs & 7u) + incl - pc);
     tc::mbar_wait(bar0 + 8u * uint32_t(j % S), uint32_t(j / S) & 1u);
-    walk_strip<T>(word, a, xf, acc);
+#pragma unroll
+    for (int b = 0; b < 32; b += Config::kWalkBatch) {
+      uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
+      load_set_bits(word, b, a, v);
+#pragma unroll
+      for (int i = 0; i < Config::kWalkBatch; ++i) {
+        if ((word >> (b + i)) & 1u) acc[(b + i) / 8] += u16_float<T>(v[i]) * xf[(b + i) % 8];
+      }
+    }
   }
-  finish_strips<T>(acc, partial, rms_part, lane, warp, warps, x, k, y, m, bias, accumulate, rms,
-                   rms_eps);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 4);
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 8);
+    acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], 16);
+  }
+  if (lane < 4) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) partial[warp][((lane >> 1) & 1) * 8 + (lane & 1) * 4 + r] = acc[r];
+  }
+  if (rms) {
+    const float ss = warp_sum(sum_sq_strided<T>(reinterpret_cast<const uint16_t*>(x), k,
+                                                threadIdx.x, blockDim.x));
+    if (lane == 0) rms_part[warp] = ss;
+  }
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float sum = 0.f;
+    for (int w = 0; w < warps; ++w) sum += partial[w][threadIdx.x];
+    if (rms) {
+      float ss = 0.f;
+      for (int w = 0; w < warps; ++w) ss += rms_part[w];
+      sum *= rms_scale(ss, k, rms_eps);
+    }
+    const int64_t row = int64_t(blockIdx.x) * 16 + threadIdx.x;
+    if (row < m) store_output(y + row, sum, bias, row, accumulate);
+  }
 #endif
 }
 
