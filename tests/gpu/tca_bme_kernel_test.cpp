@@ -16,19 +16,19 @@ SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecode, "tca_bme.decode", Format::tca_bme)
 // bulk copies on sm_90 or forced to cp.async), so each is covered on every shape whatever
 // use_one_token_kernel / use_few_tokens_kernel / use_bulk_copy choose there.
 namespace {
+using kernels::tca_bme_decode::StageCopy;
 using kernels::tca_bme_decode::StripKernel;
 Status run_strip(const kernels::Problem& p, Stream s) {
-  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always_registers);
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always, StageCopy::per_lane);
 }
 Status run_strip_bulk(const kernels::Problem& p, Stream s) {
-  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always_bulk);
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::always, StageCopy::bulk);
 }
 Status run_streaming(const kernels::Problem& p, Stream s) {
   return kernels::tca_bme_decode::run_with(p, s, StripKernel::never);
 }
 Status run_streaming_cp_async(const kernels::Problem& p, Stream s) {
-  return kernels::tca_bme_decode::run_with(p, s, StripKernel::never,
-                                           kernels::tca_bme_decode::StreamCopy::cp_async);
+  return kernels::tca_bme_decode::run_with(p, s, StripKernel::never, StageCopy::per_lane);
 }
 const bool kForcedKernels = [] {
   const kernels::KernelInfo* k = kernels::find_kernel("tca_bme.decode");

@@ -22,8 +22,9 @@
 // Per warp, a two-stage pipeline (no block barrier in the main loop): while group i is decoded,
 // group i+1's 512 B of bitmaps and its values (contiguous, 16-byte aligned) land in the warp's
 // other stage, by two bulk copies that lane 0 issues and the stage's mbarrier counts (sm_90), or by
-// every lane's 16-byte cp.async (older GPUs, or StreamCopy::cp_async). A group holding more values than a stage (`cap`: what shared memory allows,
-// ~2500 values with one token tile, a whole group with two) is decoded from global memory instead.
+// every lane's 16-byte cp.async (older GPUs, or StageCopy::per_lane). A group holding more values
+// than a stage (`cap`: what shared memory allows, ~2500 values with one token tile, a whole group
+// with two) is decoded from global memory instead.
 //
 // Per group the warp builds 128 half-bitmap records {32-bit half, index of its first value} with
 // one warp scan of popcounts (fragment.hpp's group_records is the same table on the host), then
@@ -552,7 +553,7 @@ Status pass_plan(Kernel kernel, int warps, int tokens, const DeviceInfo& d, Pass
 
 template <class T, int NT>
 Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const DeviceInfo& d,
-                   bool dependent, const MatmulOptions& opt, StreamCopy copy,
+                   bool dependent, const MatmulOptions& opt, StageCopy copy,
                    cudaStream_t stream) {
   // SPARROW_TCA_STREAM_BULK=0|1: cp.async / bulk copies for automatic launches (experiments, read
   // once). Bulk copies by default on sm_90: measured on the H100 (session 41, c9) 0.90-0.99x the
@@ -561,10 +562,10 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
   // at 70 %. A lane no longer issues a 16-byte cp.async per chunk: the L1 / shared-memory pipe,
   // this kernel's busiest unit (ncu, session 20), keeps those instruction slots for the decode.
   static const int knob = env_knob("SPARROW_TCA_STREAM_BULK", -1);
-  if (copy == StreamCopy::automatic) {
-    copy = knob == 0 ? StreamCopy::cp_async : StreamCopy::bulk;
+  if (copy == StageCopy::automatic) {
+    copy = knob == 0 ? StageCopy::per_lane : StageCopy::bulk;
   }
-  auto kernel = copy == StreamCopy::bulk && d.cc_major >= 9 ? tca_decode_kernel<T, NT, true>
+  auto kernel = copy == StageCopy::bulk && d.cc_major >= 9 ? tca_decode_kernel<T, NT, true>
                                                              : tca_decode_kernel<T, NT, false>;
   constexpr int W = Config::warps(NT);
   PassPlan plan;
@@ -589,22 +590,15 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
 // SPARROW_TCA_FEW_TOKENS=0|1: the few-token kernel at N = 2..4 (experiments; read once; unset:
 // use_one_token_kernel, use_few_tokens_kernel). A caller's StripKernel other than automatic wins.
 bool use_strip_kernel(StripKernel choice, int n, int64_t m, int64_t groups, int sm_count) {
-  if (choice != StripKernel::automatic) return choice != StripKernel::never;
+  if (choice != StripKernel::automatic) return choice == StripKernel::always;
   static const int one = env_knob("SPARROW_TCA_ONE_TOKEN", -1);
   static const int few = env_knob("SPARROW_TCA_FEW_TOKENS", -1);
   if (n == 1) return one < 0 ? use_one_token_kernel(groups, sm_count) : one == 1;
   return few < 0 ? use_few_tokens_kernel(m, groups, n, sm_count) : few == 1;
 }
 
-tca_bme_one_token::StripCopy strip_copy(StripKernel strip) {
-  using tca_bme_one_token::StripCopy;
-  if (strip == StripKernel::always_registers) return StripCopy::registers;
-  if (strip == StripKernel::always_bulk) return StripCopy::bulk;
-  return StripCopy::automatic;
-}
-
 template <class T>
-Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip, StreamCopy copy,
+Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip, StageCopy copy,
               cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
   const WeightArgs w{m.bitmaps.data(), m.group_offsets.data(), m.values.data(),
@@ -623,7 +617,7 @@ Status launch(const tca_bme::Matrix& m, const Problem& p, StripKernel strip, Str
       SPARROW_RETURN_IF_ERROR(
           a.n == 1 ? tca_bme_one_token::launch<T>(m, x, y, bias, a.accumulate, d.sm_count,
                                                   dependent, p.opt.input_rms, p.opt.rms_eps,
-                                                  strip_copy(strip), stream)
+                                                  copy, stream)
                    : tca_bme_few_tokens::launch<T>(m, x, a.ldx, y, a.ldy, a.n, bias,
                                                    a.accumulate, d.sm_count, dependent,
                                                    p.opt.input_rms, p.opt.rms_eps, stream));
@@ -691,7 +685,7 @@ bool takes_input_rms(const Weight& w, int64_t) {
 
 Status run(const Problem& p, Stream stream) { return run_with(p, stream, StripKernel::automatic); }
 
-Status run_with(const Problem& p, Stream stream, StripKernel strip, StreamCopy copy) {
+Status run_with(const Problem& p, Stream stream, StripKernel strip, StageCopy copy) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::tca_bme, takes_input_rms(p.w, p.n())));
   const auto& m = std::get<tca_bme::Matrix>(p.w);
   const Shape& s = m.shape;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
+#include "kernels/tca_bme/one_token.hpp"  // StageCopy
 #include "kernels/tca_bme/fragment.hpp"  // SPARROW_HD
 
 namespace sparrow::kernels::tca_bme_decode {
@@ -95,14 +96,11 @@ Status run(const Problem& p, Stream stream);
 // Which kernel a pass of N <= 4 tokens runs: automatic (use_one_token_kernel,
 // use_few_tokens_kernel), always the CUDA-core strip kernels (one_token, few_tokens) or never
 // (the streaming tensor-core kernel). run() is run_with(automatic); tests force both.
-// `always_registers` / `always_bulk` also force how the one-token kernel copies a strip's values
-// (one_token.hpp's StripCopy; bulk falls back to registers below sm_90).
-enum class StripKernel { automatic, always, always_registers, always_bulk, never };
-// How the streaming kernel fills its shared-memory stages: automatic = bulk copies of the copy
-// engine on sm_90 (lane 0, counted on an mbarrier per stage), cp.async of every lane elsewhere;
-// tests force cp_async on sm_90 too (bulk falls back to cp.async below sm_90).
-enum class StreamCopy { automatic, cp_async, bulk };
+// `copy` forces how the one-token or the streaming kernel fills its stages (one_token.hpp's
+// StageCopy; the few-token kernel has one way).
+enum class StripKernel { automatic, always, never };
+using tca_bme_one_token::StageCopy;
 Status run_with(const Problem& p, Stream stream, StripKernel strip,
-                StreamCopy copy = StreamCopy::automatic);
+                StageCopy copy = StageCopy::automatic);
 
 }  // namespace sparrow::kernels::tca_bme_decode

@@ -358,18 +358,18 @@ bool use_bulk_copy(int64_t nnz, int64_t rows, int64_t cols, int sm_count, int cc
 
 template <class T>
 Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool accumulate,
-              int sm_count, bool dependent, bool rms, float rms_eps, StripCopy copy,
+              int sm_count, bool dependent, bool rms, float rms_eps, StageCopy copy,
               cudaStream_t stream) {
   // SPARROW_TCA_BULK=0|1: never / always the bulk-copy kernel on sm_90 (experiments; read once).
   static const int knob = env_knob("SPARROW_TCA_BULK", -1);
-  if (copy == StripCopy::automatic && knob >= 0) {
-    copy = knob == 1 ? StripCopy::bulk : StripCopy::registers;
+  if (copy == StageCopy::automatic && knob >= 0) {
+    copy = knob == 1 ? StageCopy::bulk : StageCopy::per_lane;
   }
-  if (copy != StripCopy::registers) {
+  if (copy != StageCopy::per_lane) {
     SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
     // The bulk kernel has no body below sm_90: bulk there falls back to the register kernel.
     const bool bulk = d.cc_major >= 9 &&
-                      (copy == StripCopy::bulk ||
+                      (copy == StageCopy::bulk ||
                        use_bulk_copy(tm.nnz, tm.shape.rows, tm.shape.cols, sm_count, d.cc_major,
                                      dependent));
     if (bulk) {
@@ -390,9 +390,9 @@ Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool a
 }
 
 template Status launch<__half>(const tca_bme::Matrix&, const __half*, __half*, const __half*, bool,
-                               int, bool, bool, float, StripCopy, cudaStream_t);
+                               int, bool, bool, float, StageCopy, cudaStream_t);
 template Status launch<__nv_bfloat16>(const tca_bme::Matrix&, const __nv_bfloat16*,
                                       __nv_bfloat16*, const __nv_bfloat16*, bool, int, bool, bool,
-                                      float, StripCopy, cudaStream_t);
+                                      float, StageCopy, cudaStream_t);
 
 }  // namespace sparrow::kernels::tca_bme_one_token

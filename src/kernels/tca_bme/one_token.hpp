@@ -37,10 +37,12 @@ struct Config {
   static constexpr int kBulkMinRowsPerSm = 64;
 };
 
-// How the one-token kernel brings a strip's values into shared memory: by each lane's 16-byte
-// loads into registers, then shared stores (every GPU), or by one bulk copy of the copy engine per
-// warp and group (sm_90; below it `bulk` falls back to registers). `automatic` asks use_bulk_copy.
-enum class StripCopy { automatic, registers, bulk };
+// How a tca_bme.decode kernel fills its shared-memory stages: by every lane's 16-byte copies
+// (`per_lane`: the one-token kernel's loads into registers and shared stores, the streaming
+// kernel's cp.async; every GPU) or by lane 0's bulk copies of the copy engine, counted on an
+// mbarrier per stage (`bulk`: sm_90; below it bulk falls back to per_lane). `automatic`: the
+// kernel's rule (one-token: use_bulk_copy; streaming: bulk on sm_90).
+enum class StageCopy { automatic, per_lane, bulk };
 
 // Whether an automatic launch takes the bulk copies: an sm_90 device (cc_major >= 9), density
 // nnz / (rows cols) >= kBulkMinDensity, and a dependent launch or rows >= kBulkMinRowsPerSm per SM.
@@ -67,7 +69,7 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r);
 // first (MatmulOptions::input_rms).
 template <class T>
 Status launch(const tca_bme::Matrix& w, const T* x, T* y, const T* bias, bool accumulate,
-              int sm_count, bool dependent, bool rms, float rms_eps, StripCopy copy,
+              int sm_count, bool dependent, bool rms, float rms_eps, StageCopy copy,
               cudaStream_t stream);
 
 }  // namespace sparrow::kernels::tca_bme_one_token
