@@ -256,9 +256,9 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     uint32_t a = sv0 + uint32_t(j % S) * stage_chunks * 16u + 2u * ((vs & 7u) + incl - pc);
     tc::mbar_wait(bar0 + 8u * uint32_t(j % S), uint32_t(j / S) & 1u);
     // The walk and the end below repeat the register kernel's. As shared helpers (session 41,
-    // 3099587) they measured 0.97-1.01x on plain launches, but the 7B engine at 50 % read 3 %
-    // lower in a run on another machine that no A/B has explained yet (bench/NOTES-decode.md,
-    // session 41): this is the code the engine tables measured.
+    // 3099587) they measured 0.97-1.01x on plain launches, but the 7B engine at 50 % (every
+    // layer tca_bme, batch 1) ran 3.6 % slower with them, A B A B A B on one H100 (session 42:
+    // 272.8 against 283.2 t/s; bench/NOTES-decode.md): this is the code the engine measured.
 #pragma unroll
     for (int b = 0; b < 32; b += Config::kWalkBatch) {
       uint32_t v[Config::kWalkBatch];  // read only under the bit that loaded it
