@@ -78,6 +78,19 @@ struct EngineMatmulLayers {
   FormatPick pick(int64_t n, bool allow_nm = false) const;
 };
 
+// A decoder layer's four engine matmuls (EngineMatmul's order: qkv, o, gate_up, down) picked
+// together. Where the shipped engine cells cover the layer (whole-model `sparrow bench-model` runs:
+// a layer of near shapes, rows within 2x and columns within sqrt(2) of the measured model's four
+// matmuls, as the rule table's shape cells; the nearest measured sparsity, at most 0.1 from the
+// layer's; the same N) the layer takes the measured assignment that ran fastest, dense unless one
+// beat dense, and among assignments within 5 % of the fastest (pick_format's bytes margin) the one
+// that held the fewest weight bytes. Elsewhere each matmul takes its own pick(). Why: at N >= 8 the
+// per-matmul cells (kernels timed alone) have mispredicted the engine both ways (a mix of dense
+// and tca_bme ran slower than either; every layer tca_bme ran faster than the dense the cells
+// chose at batch 32 and 90 %: bench/NOTES-decode.md, session 42). Each pick's reason says which.
+std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers, 4>& layer,
+                                            int64_t n, bool allow_nm = false);
+
 // The GPU and date the shipped table was measured on.
 const char* rule_table_gpu();
 const char* rule_table_date();

@@ -72,7 +72,8 @@ std::pair<int64_t, int64_t> role_shape(const LlamaConfig& c, int which) {
 // engine can still stack them), the rule table's pick for that matmul's stacked shape and the
 // group's density at passes of pick_n tokens, as the engine calls it (dependent launch, the norm
 // folded into qkv and gate_up): the format whose kernel *there* measured fastest, dense where none
-// beat cuBLAS. Any other choice names one format for all.
+// beat cuBLAS; where whole-model engine runs of near shapes exist for pick_n, the four together
+// (pick_engine_layer). Any other choice names one format for all.
 Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
                                             const std::array<double, 7>& density,
                                             const std::string& format, bool need_gpu_kernel,
@@ -83,14 +84,15 @@ Result<std::array<Format, 7>> layer_formats(const LlamaConfig& c,
     return out;
   }
   if (format == "fastest") {
-    EngineMatmulLayers groups[4];
+    std::array<EngineMatmulLayers, 4> groups;
     for (int i = 0; i < 7; ++i) {
       const auto [r, k] = role_shape(c, i);
-      EngineMatmulLayers& g = groups[int(kMatmulOf[i])];
+      EngineMatmulLayers& g = groups[size_t(kMatmulOf[i])];
       g.matmul = kMatmulOf[i];
       g.add(r, k, density[size_t(i)]);
     }
-    for (int i = 0; i < 7; ++i) out[size_t(i)] = groups[int(kMatmulOf[i])].pick(pick_n).format;
+    const std::array<FormatPick, 4> picks = pick_engine_layer(groups, pick_n);
+    for (int i = 0; i < 7; ++i) out[size_t(i)] = picks[size_t(kMatmulOf[i])].format;
     return out;
   }
   if (auto list = matmul_format_list(format)) {

@@ -157,7 +157,8 @@ std::string fmt_speedup(double x) {
 
 // --format fastest: each candidate tensor's format, one per engine matmul of its decoder layer
 // (the tensors of "model.layers.3.self_attn.{q,k,v}_proj.weight" share one pick, made for their
-// stacked shape and combined target density), or for a tensor the engine does not stack, its own
+// stacked shape and combined target density; a layer's four matmuls together by
+// pick_engine_layer when it has all four), or for a tensor the engine does not stack, its own
 // shape. From the targets rather than the pruned result so every tensor's format is known before
 // the parallel pruning starts (a tensor kept because it was already sparser than its target
 // still gets its group's format).
@@ -166,11 +167,12 @@ Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
                                    const io::ModelWeights& mw,
                                    const std::function<double(const std::string&)>& target_of,
                                    int64_t batch, bool allow_nm) {
-  struct Group {
-    EngineMatmulLayers layers;
-    std::vector<std::string> members;
+  // A decoder layer's engine matmuls (EngineMatmul's order) and the tensors each stacks.
+  struct LayerGroup {
+    std::array<EngineMatmulLayers, 4> matmuls;
+    std::array<std::vector<std::string>, 4> members;
   };
-  std::map<std::string, Group> groups;
+  std::map<std::string, LayerGroup> layers;
   FastestPicks picks;
   for (const std::string& name : candidates) {
     SPARROW_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, mw.shape(name));
@@ -183,14 +185,25 @@ Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
     // The decoder layer's prefix: everything before ".self_attn." or ".mlp.".
     size_t cut = name.rfind(".self_attn.");
     if (cut == std::string::npos) cut = name.rfind(".mlp.");
-    Group& g = groups[name.substr(0, cut) + "#" + std::to_string(int(*m))];
-    g.layers.matmul = *m;
-    g.layers.add(shape[0], shape[1], density);
-    g.members.push_back(name);
+    LayerGroup& g = layers[name.substr(0, cut)];
+    const size_t i = size_t(*m);
+    g.matmuls[i].matmul = *m;
+    g.matmuls[i].add(shape[0], shape[1], density);
+    g.members[i].push_back(name);
   }
-  for (const auto& [key, g] : groups) {
-    const FormatPick pick = g.layers.pick(batch, allow_nm);
-    for (const std::string& name : g.members) picks[name] = pick;
+  for (const auto& [prefix, g] : layers) {
+    // The four together where the layer has all four (pick_engine_layer), else each on its own.
+    bool complete = true;
+    for (const auto& names : g.members) complete = complete && !names.empty();
+    std::array<FormatPick, 4> chosen;
+    if (complete) {
+      chosen = pick_engine_layer(g.matmuls, batch, allow_nm);
+    } else {
+      for (size_t i = 0; i < 4; ++i)
+        if (!g.members[i].empty()) chosen[i] = g.matmuls[i].pick(batch, allow_nm);
+    }
+    for (size_t i = 0; i < 4; ++i)
+      for (const std::string& name : g.members[i]) picks[name] = chosen[i];
   }
   return picks;
 }

@@ -428,6 +428,72 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
   }
 }
 
+// A layer's four matmuls picked together from the engine cells (whole-model runs of the 7B at
+// batch 8 and 32, session 42): the fastest measured assignment that beat dense, the fewest weight
+// bytes within 5 % of it; dense where none beat dense; the per-matmul picks where no cell covers
+// the layer (another N, shapes far from the 7B's, N:M, a sparsity more than 0.1 from a cell's).
+TEST(Dispatch, EngineCellsPickWholeLayers) {
+  auto layer_of = [](int64_t hidden, int64_t qkv_rows, int64_t intermediate, double density) {
+    std::array<EngineMatmulLayers, 4> l;
+    const int64_t shapes[4][2] = {{qkv_rows, hidden},
+                                  {hidden, hidden},
+                                  {2 * intermediate, hidden},
+                                  {hidden, intermediate}};
+    for (size_t m = 0; m < 4; ++m) {
+      l[m].matmul = EngineMatmul(m);
+      l[m].add(shapes[m][0], shapes[m][1], density);
+    }
+    return l;
+  };
+  auto formats = [](const std::array<FormatPick, 4>& p) {
+    std::string s;
+    for (const auto& f : p) s += std::string(format_name(f.format)) + " ";
+    return s;
+  };
+  const struct {
+    double sparsity;
+    int64_t n;
+    const char* want;
+  } cases[] = {
+      // Batch 8: dense at 50 % (every layer tca_bme 0.99x dense); at 70 % every layer tca_bme
+      // (1.086x, 4.89 GiB) over the per-matmul mix (1.078x, 5.52 GiB); at 90 % macko (1.173x,
+      // 2.45 GiB) over tca_bme (1.137x, 2.48 GiB): within 5 %, fewer bytes.
+      {0.5, 8, "dense dense dense dense "},
+      {0.7, 8, "tca_bme tca_bme tca_bme tca_bme "},
+      {0.75, 8, "tca_bme tca_bme tca_bme tca_bme "},
+      {0.9, 8, "macko macko macko macko "},
+      // Batch 32: only 90 % beat dense (every layer tca_bme 1.029x).
+      {0.5, 32, "dense dense dense dense "},
+      {0.7, 32, "dense dense dense dense "},
+      {0.9, 32, "tca_bme tca_bme tca_bme tca_bme "},
+      {0.85, 32, "tca_bme tca_bme tca_bme tca_bme "},
+  };
+  for (const auto& c : cases) {
+    const auto picks = pick_engine_layer(layer_of(4096, 12288, 11008, 1.0 - c.sparsity), c.n);
+    EXPECT_EQ(formats(picks), c.want) << c.sparsity << " N=" << c.n << ": " << picks[0].reason;
+    for (const auto& p : picks) {
+      EXPECT_EQ(p.reason.rfind("engine cell", 0), 0u) << p.reason;
+      EXPECT_FALSE(p.kernel.empty()) << p.reason;
+    }
+  }
+  // No cell: the per-matmul picks, unchanged.
+  auto unchanged = [&](const std::array<EngineMatmulLayers, 4>& l, int64_t n, bool nm,
+                       const char* what) {
+    const auto picks = pick_engine_layer(l, n, nm);
+    for (size_t m = 0; m < 4; ++m) {
+      const FormatPick alone = l[m].pick(n, nm);
+      EXPECT_EQ(picks[m].format, alone.format) << what << " matmul " << m;
+      EXPECT_EQ(picks[m].kernel, alone.kernel) << what << " matmul " << m;
+      EXPECT_EQ(picks[m].reason, alone.reason) << what << " matmul " << m;
+    }
+  };
+  unchanged(layer_of(4096, 12288, 11008, 0.1), 4, false, "N = 4");
+  unchanged(layer_of(4096, 12288, 11008, 0.1), 16, false, "N = 16");
+  unchanged(layer_of(4096, 12288, 11008, 0.5), 8, true, "N:M");
+  unchanged(layer_of(8192, 10240, 28672, 0.1), 32, false, "70B shapes");
+  unchanged(layer_of(4096, 12288, 11008, 0.75), 32, false, "0.25 sparsity (0.25 from a cell)");
+}
+
 // Cells measured with dependent launches (make_rule_table.py: a `sparrow bench --dependent-launch`
 // file) answer dependent launches where they cover the query, plain cells answer the rest and
 // every plain launch; on a dependent launch a sparse format must beat the dense kernel measured

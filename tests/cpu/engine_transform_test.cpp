@@ -27,10 +27,11 @@ std::vector<Format> formats_of(const engine::Layer& l) {
           format_of(l.gate), format_of(l.up), format_of(l.down)};
 }
 
-// One format per engine matmul, and it is the rule table's pick for that matmul as the engine
-// calls it. Llama-3-8B's k and v (1024 x 4096) are far smaller than q: picked alone they used to
-// differ from q (70 % at 8 tokens: q dense, k and v tca_bme), and a layer whose q, k, v differ in
-// format cannot be stacked, which turned the engine's stacking off for the whole model.
+// One format per engine matmul, and it is the pick for that matmul as the engine calls it: the
+// rule table's per matmul, or the layer's engine cell where one covers it (pick_engine_layer).
+// Llama-3-8B's k and v (1024 x 4096) are far smaller than q: picked alone they used to differ
+// from q (70 % at 8 tokens: q dense, k and v tca_bme), and a layer whose q, k, v differ in format
+// cannot be stacked, which turned the engine's stacking off for the whole model.
 TEST(EngineTransform, FastestPicksOneFormatPerEngineMatmul) {
   for (const char* preset : {"tiny", "llama2-7b", "llama3-8b"}) {
     auto c = engine::synth_config(preset);
@@ -51,11 +52,22 @@ TEST(EngineTransform, FastestPicksOneFormatPerEngineMatmul) {
         ASSERT_EQ(f.size(), 7u);
         const std::string at = std::string(preset) + " density " + std::to_string(density) +
                                " N=" + std::to_string(n) + ": " + names(f);
-        for (const Group& g : groups) {
-          const FormatPick want =
-              pick_format(density, n, false, g.rows, g.cols, g.normed, /*dependent_launch=*/true);
+        std::array<EngineMatmulLayers, 4> layer;
+        for (size_t m = 0; m < 4; ++m) {
+          layer[m].matmul = EngineMatmul(m);
+          layer[m].add(groups[m].rows, groups[m].cols, density);
+        }
+        const std::array<FormatPick, 4> want = pick_engine_layer(layer, n);
+        for (size_t m = 0; m < 4; ++m) {
+          const Group& g = groups[m];
+          // Without an engine cell the pick is the rule table's for the stacked shape.
+          if (want[m].reason.rfind("engine cell", 0) != 0) {
+            const FormatPick alone = pick_format(density, n, false, g.rows, g.cols, g.normed,
+                                                 /*dependent_launch=*/true);
+            EXPECT_EQ(want[m].format, alone.format) << at << " matmul " << m;
+          }
           for (int i = g.first; i <= g.last; ++i)
-            EXPECT_EQ(f[size_t(i)], want.format) << at << " role " << i << ": " << want.reason;
+            EXPECT_EQ(f[size_t(i)], want[m].format) << at << " role " << i << ": " << want[m].reason;
         }
       }
     }

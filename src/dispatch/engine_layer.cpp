@@ -1,0 +1,145 @@
+// pick_engine_layer (sparrow/dispatch.hpp): a decoder layer's four engine matmuls picked together
+// from whole-model engine runs where they exist, else matmul by matmul from the rule table.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "sparrow/dispatch.hpp"
+
+namespace sparrow {
+
+namespace {
+
+// One measured assignment: the model's layer shapes, the sparsity and batch of the run, the
+// format of each engine matmul (qkv, o, gate_up, down), tg32 t/s over the dense model's t/s in the
+// same process (`bench-model --sparsity 0,S`), and the weights it held on the GPU.
+struct EngineLayerCell {
+  int64_t qkv_rows, hidden, intermediate;
+  double sparsity;
+  int64_t batch;
+  std::array<Format, 4> formats;
+  double vs_dense;
+  double weight_gib;
+};
+
+constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
+
+// Llama-2-7B (synth, random pattern, `bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9
+// -p 512 -n 32 -b 8,32 -r 2`, --format fastest and --format tca_bme), H100 80GB HBM3, session 42
+// call c3 (bench/results/2026-11-27-h100-s42-logs.tar.xz, c3/b-*.log). Dense t/s of the runs:
+// batch 8 1544.9 (fastest) / 1541.8 (tca_bme), batch 32 5075.1 / 5077.1.
+constexpr EngineLayerCell kCells[] = {
+    {12288, 4096, 11008, 0.5, 8, {D, D, D, D}, 1549.6 / 1544.9, 12.55},
+    {12288, 4096, 11008, 0.5, 8, {T, T, T, T}, 1527.9 / 1541.8, 7.30},
+    {12288, 4096, 11008, 0.7, 8, {T, D, T, T}, 1665.2 / 1544.9, 5.52},
+    {12288, 4096, 11008, 0.7, 8, {T, T, T, T}, 1675.1 / 1541.8, 4.89},
+    {12288, 4096, 11008, 0.9, 8, {M, M, M, M}, 1812.5 / 1544.9, 2.45},
+    {12288, 4096, 11008, 0.9, 8, {T, T, T, T}, 1752.4 / 1541.8, 2.48},
+    {12288, 4096, 11008, 0.5, 32, {D, D, D, D}, 5073.1 / 5075.1, 12.55},
+    {12288, 4096, 11008, 0.5, 32, {T, T, T, T}, 4516.4 / 5077.1, 7.30},
+    {12288, 4096, 11008, 0.7, 32, {D, D, D, D}, 4995.4 / 5075.1, 12.55},
+    {12288, 4096, 11008, 0.7, 32, {T, T, T, T}, 4870.1 / 5077.1, 4.89},
+    {12288, 4096, 11008, 0.9, 32, {D, D, D, D}, 4996.6 / 5075.1, 12.55},
+    {12288, 4096, 11008, 0.9, 32, {T, T, T, T}, 5224.8 / 5077.1, 2.48},
+};
+constexpr const char* kCellsSource = "H100 80GB HBM3, Llama-2-7B engine runs of session 42";
+
+// As the rule table's shape cells (rule_table.cpp): rows within 2x, columns within sqrt(2).
+bool near(int64_t rows, int64_t cols, int64_t cell_rows, int64_t cell_cols) {
+  if (rows <= 0 || cols <= 0) return false;
+  return std::fabs(std::log2(double(rows) / double(cell_rows))) <= 1.0 &&
+         std::fabs(std::log2(double(cols) / double(cell_cols))) <= 0.5;
+}
+
+bool layer_near(const std::array<EngineMatmulLayers, 4>& l, const EngineLayerCell& c) {
+  const int64_t want[4][2] = {{c.qkv_rows, c.hidden},
+                              {c.hidden, c.hidden},
+                              {2 * c.intermediate, c.hidden},
+                              {c.hidden, c.intermediate}};
+  for (int i = 0; i < 4; ++i)
+    if (!near(l[size_t(i)].rows, l[size_t(i)].cols, want[i][0], want[i][1])) return false;
+  return true;
+}
+
+constexpr double kMaxSparsityDistance = 0.1;  // as the rule table's cells
+constexpr double kBytesTieMargin = 1.05;      // as pick_format's
+
+std::string fmt(const char* f, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string assignment_name(const std::array<Format, 4>& f) {
+  if (f[0] == f[1] && f[1] == f[2] && f[2] == f[3]) return std::string("every matmul ") + format_name(f[0]);
+  return std::string("qkv ") + format_name(f[0]) + ", o " + format_name(f[1]) + ", gate_up " +
+         format_name(f[2]) + ", down " + format_name(f[3]);
+}
+
+}  // namespace
+
+std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers, 4>& layer,
+                                            int64_t n, bool allow_nm) {
+  std::array<FormatPick, 4> out;
+  for (size_t i = 0; i < 4; ++i) out[i] = layer[i].pick(n, allow_nm);
+  double nonzeros = 0, elements = 0;
+  for (const auto& m : layer) nonzeros += m.nonzeros, elements += m.elements;
+  // The cells ran unstructured weights: an N:M layer keeps the per-matmul picks.
+  if (elements <= 0 || allow_nm) return out;
+  const double sparsity = 1.0 - nonzeros / elements;
+  // The nearest measured sparsity among the cells of this layer's shapes and N.
+  double nearest = -1.0;
+  for (const auto& c : kCells) {
+    if (c.batch != n || !layer_near(layer, c)) continue;
+    const double d = std::fabs(c.sparsity - sparsity);
+    if (d <= kMaxSparsityDistance + 1e-9 &&
+        (nearest < 0 || d < std::fabs(nearest - sparsity))) {
+      nearest = c.sparsity;
+    }
+  }
+  if (nearest < 0) return out;
+  // Dense (1.0 by definition) unless an assignment ran faster; among those within the margin of
+  // the fastest, the fewest weight bytes.
+  const EngineLayerCell* best = nullptr;
+  double fastest = 1.0;
+  for (const auto& c : kCells) {
+    if (c.batch == n && c.sparsity == nearest && layer_near(layer, c) && c.vs_dense > fastest)
+      fastest = c.vs_dense;
+  }
+  for (const auto& c : kCells) {
+    if (c.batch != n || c.sparsity != nearest || !layer_near(layer, c)) continue;
+    if (c.vs_dense <= 1.0 || c.vs_dense * kBytesTieMargin < fastest) continue;
+    if (!best || c.weight_gib < best->weight_gib) best = &c;
+  }
+  const std::string where = " at N=" + std::to_string(n) + ", sparsity " + fmt("%.2f", nearest) +
+                            " (" + kCellsSource + ")";
+  for (size_t i = 0; i < 4; ++i) {
+    FormatPick p;
+    if (best) {
+      p.format = best->formats[i];
+      p.measured_speedup = best->vs_dense;
+      p.reason = "engine cell: " + assignment_name(best->formats) + " ran " +
+                 fmt("%.3f", best->vs_dense) + "x dense with " + fmt("%.2f", best->weight_gib) +
+                 " GiB of weights" + where;
+    } else {
+      p.format = Format::dense;
+      p.reason = "engine cell: no measured assignment beat dense" + where;
+    }
+    // The kernel matmul will run for the cell's format there, as the per-matmul pick says it.
+    if (p.format == out[i].format) {
+      p.kernel = out[i].kernel;
+    } else {
+      const double density = layer[i].elements > 0 ? layer[i].nonzeros / layer[i].elements : 1.0;
+      const auto k = pick_kernel(p.format, density, n, layer[i].rows, layer[i].cols,
+                                 layer[i].matmul == EngineMatmul::qkv ||
+                                     layer[i].matmul == EngineMatmul::gate_up,
+                                 /*dependent_launch=*/true);
+      p.kernel = k.ok() ? k->kernel : std::string();
+    }
+    out[i] = p;
+  }
+  return out;
+}
+
+}  // namespace sparrow
