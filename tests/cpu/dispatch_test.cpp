@@ -377,6 +377,8 @@ TEST(Dispatch, EngineMatmulOfTensorNamesAndItsPick) {
 // has disagreed with kernel-bench picks more than once: session 34's regenerated table moved qkv and
 // gate_up at 70 % and batch 8 from tca_bme to macko (faster alone) and the engine ran 8 % slower.
 // A table that changes one of these must be measured in the engine before this test changes.
+// At batch 8 and 32 the engine cells decide the 7B's layers instead (pick_engine_layer,
+// Dispatch.EngineCellsPickWholeLayers); these per-matmul picks still serve other shapes there.
 TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
   struct Want {
     int percent;  // sparsity
