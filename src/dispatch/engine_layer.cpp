@@ -1,5 +1,6 @@
 // pick_engine_layer (sparrow/dispatch.hpp): a decoder layer's four engine matmuls picked together
 // from whole-model engine runs where they exist, else matmul by matmul from the rule table.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -11,16 +12,25 @@ namespace sparrow {
 
 namespace {
 
-// One measured assignment: the model's layer shapes, the sparsity and batch of the run, the
-// format of each engine matmul (qkv, o, gate_up, down), tg32 t/s over the dense model's t/s in the
-// same process (`bench-model --sparsity 0,S`), and the weights it held on the GPU.
-struct EngineLayerCell {
-  int64_t qkv_rows, hidden, intermediate;
-  double sparsity;
-  int64_t batch;
+// One measured assignment: the format of each engine matmul (qkv, o, gate_up, down), tg32 t/s
+// over the dense model's t/s in the same process (`bench-model --sparsity 0,S`), and the weights
+// it held on the GPU.
+struct Assignment {
   std::array<Format, 4> formats;
   double vs_dense;
   double weight_gib;
+};
+// The assignments measured at one sparsity and batch.
+struct EngineLayerCell {
+  double sparsity;
+  int64_t batch;
+  std::array<Assignment, 2> measured;
+};
+// A model's decoder layer (the stacked qkv rows, hidden and intermediate sizes) and its cells.
+struct EngineModelCells {
+  int64_t qkv_rows, hidden, intermediate;
+  const char* source;
+  std::array<EngineLayerCell, 6> cells;
 };
 
 constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
@@ -29,21 +39,15 @@ constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
 // -p 512 -n 32 -b 8,32 -r 2`, --format fastest and --format tca_bme), H100 80GB HBM3, session 42
 // call c3 (bench/results/2026-11-27-h100-s42-logs.tar.xz, c3/b-*.log). Dense t/s of the runs:
 // batch 8 1544.9 (fastest) / 1541.8 (tca_bme), batch 32 5075.1 / 5077.1.
-constexpr EngineLayerCell kCells[] = {
-    {12288, 4096, 11008, 0.5, 8, {D, D, D, D}, 1549.6 / 1544.9, 12.55},
-    {12288, 4096, 11008, 0.5, 8, {T, T, T, T}, 1527.9 / 1541.8, 7.30},
-    {12288, 4096, 11008, 0.7, 8, {T, D, T, T}, 1665.2 / 1544.9, 5.52},
-    {12288, 4096, 11008, 0.7, 8, {T, T, T, T}, 1675.1 / 1541.8, 4.89},
-    {12288, 4096, 11008, 0.9, 8, {M, M, M, M}, 1812.5 / 1544.9, 2.45},
-    {12288, 4096, 11008, 0.9, 8, {T, T, T, T}, 1752.4 / 1541.8, 2.48},
-    {12288, 4096, 11008, 0.5, 32, {D, D, D, D}, 5073.1 / 5075.1, 12.55},
-    {12288, 4096, 11008, 0.5, 32, {T, T, T, T}, 4516.4 / 5077.1, 7.30},
-    {12288, 4096, 11008, 0.7, 32, {D, D, D, D}, 4995.4 / 5075.1, 12.55},
-    {12288, 4096, 11008, 0.7, 32, {T, T, T, T}, 4870.1 / 5077.1, 4.89},
-    {12288, 4096, 11008, 0.9, 32, {D, D, D, D}, 4996.6 / 5075.1, 12.55},
-    {12288, 4096, 11008, 0.9, 32, {T, T, T, T}, 5224.8 / 5077.1, 2.48},
+constexpr EngineModelCells kModels[] = {
+    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of session 42",
+     {{{0.5, 8, {{{{D, D, D, D}, 1549.6 / 1544.9, 12.55}, {{T, T, T, T}, 1527.9 / 1541.8, 7.30}}}},
+       {0.7, 8, {{{{T, D, T, T}, 1665.2 / 1544.9, 5.52}, {{T, T, T, T}, 1675.1 / 1541.8, 4.89}}}},
+       {0.9, 8, {{{{M, M, M, M}, 1812.5 / 1544.9, 2.45}, {{T, T, T, T}, 1752.4 / 1541.8, 2.48}}}},
+       {0.5, 32, {{{{D, D, D, D}, 5073.1 / 5075.1, 12.55}, {{T, T, T, T}, 4516.4 / 5077.1, 7.30}}}},
+       {0.7, 32, {{{{D, D, D, D}, 4995.4 / 5075.1, 12.55}, {{T, T, T, T}, 4870.1 / 5077.1, 4.89}}}},
+       {0.9, 32, {{{{D, D, D, D}, 4996.6 / 5075.1, 12.55}, {{T, T, T, T}, 5224.8 / 5077.1, 2.48}}}}}}},
 };
-constexpr const char* kCellsSource = "H100 80GB HBM3, Llama-2-7B engine runs of session 42";
 
 // As the rule table's shape cells (rule_table.cpp): rows within 2x, columns within sqrt(2).
 bool near(int64_t rows, int64_t cols, int64_t cell_rows, int64_t cell_cols) {
@@ -52,7 +56,7 @@ bool near(int64_t rows, int64_t cols, int64_t cell_rows, int64_t cell_cols) {
          std::fabs(std::log2(double(cols) / double(cell_cols))) <= 0.5;
 }
 
-bool layer_near(const std::array<EngineMatmulLayers, 4>& l, const EngineLayerCell& c) {
+bool layer_near(const std::array<EngineMatmulLayers, 4>& l, const EngineModelCells& c) {
   const int64_t want[4][2] = {{c.qkv_rows, c.hidden},
                               {c.hidden, c.hidden},
                               {2 * c.intermediate, c.hidden},
@@ -72,7 +76,8 @@ std::string fmt(const char* f, double v) {
 }
 
 std::string assignment_name(const std::array<Format, 4>& f) {
-  if (f[0] == f[1] && f[1] == f[2] && f[2] == f[3]) return std::string("every matmul ") + format_name(f[0]);
+  if (f[0] == f[1] && f[1] == f[2] && f[2] == f[3])
+    return std::string("every matmul ") + format_name(f[0]);
   return std::string("qkv ") + format_name(f[0]) + ", o " + format_name(f[1]) + ", gate_up " +
          format_name(f[2]) + ", down " + format_name(f[3]);
 }
@@ -88,32 +93,29 @@ std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers,
   // The cells ran unstructured weights: an N:M layer keeps the per-matmul picks.
   if (elements <= 0 || allow_nm) return out;
   const double sparsity = 1.0 - nonzeros / elements;
-  // The nearest measured sparsity among the cells of this layer's shapes and N.
-  double nearest = -1.0;
-  for (const auto& c : kCells) {
-    if (c.batch != n || !layer_near(layer, c)) continue;
-    const double d = std::fabs(c.sparsity - sparsity);
-    if (d <= kMaxSparsityDistance + 1e-9 &&
-        (nearest < 0 || d < std::fabs(nearest - sparsity))) {
-      nearest = c.sparsity;
+  // The cell of this layer's shapes and N at the nearest measured sparsity (within the margin).
+  const EngineModelCells* model = nullptr;
+  const EngineLayerCell* cell = nullptr;
+  for (const auto& mc : kModels) {
+    if (!layer_near(layer, mc)) continue;
+    for (const auto& c : mc.cells) {
+      const double d = std::fabs(c.sparsity - sparsity);
+      if (c.batch != n || d > kMaxSparsityDistance + 1e-9) continue;
+      if (!cell || d < std::fabs(cell->sparsity - sparsity)) model = &mc, cell = &c;
     }
   }
-  if (nearest < 0) return out;
+  if (!cell) return out;
   // Dense (1.0 by definition) unless an assignment ran faster; among those within the margin of
   // the fastest, the fewest weight bytes.
-  const EngineLayerCell* best = nullptr;
   double fastest = 1.0;
-  for (const auto& c : kCells) {
-    if (c.batch == n && c.sparsity == nearest && layer_near(layer, c) && c.vs_dense > fastest)
-      fastest = c.vs_dense;
+  for (const auto& a : cell->measured) fastest = std::max(fastest, a.vs_dense);
+  const Assignment* best = nullptr;
+  for (const auto& a : cell->measured) {
+    if (a.vs_dense <= 1.0 || a.vs_dense * kBytesTieMargin < fastest) continue;
+    if (!best || a.weight_gib < best->weight_gib) best = &a;
   }
-  for (const auto& c : kCells) {
-    if (c.batch != n || c.sparsity != nearest || !layer_near(layer, c)) continue;
-    if (c.vs_dense <= 1.0 || c.vs_dense * kBytesTieMargin < fastest) continue;
-    if (!best || c.weight_gib < best->weight_gib) best = &c;
-  }
-  const std::string where = " at N=" + std::to_string(n) + ", sparsity " + fmt("%.2f", nearest) +
-                            " (" + kCellsSource + ")";
+  const std::string where = " at N=" + std::to_string(n) + ", sparsity " +
+                            fmt("%.2f", cell->sparsity) + " (" + model->source + ")";
   for (size_t i = 0; i < 4; ++i) {
     FormatPick p;
     if (best) {
