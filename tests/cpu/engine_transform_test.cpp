@@ -67,7 +67,8 @@ TEST(EngineTransform, FastestPicksOneFormatPerEngineMatmul) {
             EXPECT_EQ(want[m].format, alone.format) << at << " matmul " << m;
           }
           for (int i = g.first; i <= g.last; ++i)
-            EXPECT_EQ(f[size_t(i)], want[m].format) << at << " role " << i << ": " << want[m].reason;
+            EXPECT_EQ(f[size_t(i)], want[m].format)
+                << at << " role " << i << ": " << want[m].reason;
         }
       }
     }
