@@ -30,21 +30,29 @@ struct EngineLayerCell {
 struct EngineModelCells {
   int64_t qkv_rows, hidden, intermediate;
   const char* source;
-  std::array<EngineLayerCell, 6> cells;
+  std::array<EngineLayerCell, 12> cells;
 };
 
 constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
-// Every matmul dense, tca_bme or macko; and tca_bme with o_proj dense.
+// Every matmul dense, tca_bme or macko; and the per-matmul picks' mixes (qkv, o, gate_up, down).
 constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMacko = {M, M, M, M},
-                                kTcaDenseO = {T, D, T, T};
+                                kTcaDenseO = {T, D, T, T}, kMackoTcaOD = {M, T, M, T},
+                                kMackoTcaODenseD = {M, T, M, D};
 
 // Llama-2-7B (synth, random pattern, `bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9
-// -p 512 -n 32 -b 8,32 -r 2`, --format fastest and --format tca_bme), H100 80GB HBM3, session 42
-// call c3 (bench/results/2026-11-27-h100-s42-logs.tar.xz, c3/b-*.log). Dense t/s of the runs:
-// batch 8 1544.9 (fastest) / 1541.8 (tca_bme), batch 32 5075.1 / 5077.1.
+// -p 512 -n 32 -b B -r 2`, --format fastest and --format tca_bme), H100 80GB HBM3, session 42
+// (bench/results/2026-11-27-h100-s42-logs.tar.xz): batch 2 and 4 call c7 (c7/*.log; dense t/s
+// 398.3 / 789.9 in the fastest run, 397.4 / 789.5 in the tca_bme one), batch 8 and 32 call c3
+// (c3/b-*.log; dense 1544.9 / 5075.1 and 1541.8 / 5077.1).
 constexpr EngineModelCells kModels[] = {
     {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of session 42",
-     {{{0.5, 8, {{{kDense, 1549.6 / 1544.9, 12.55}, {kTca, 1527.9 / 1541.8, 7.30}}}},
+     {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
+       {0.7, 2, {{{kMacko, 595.26 / 398.32, 5.14}, {kTca, 503.48 / 397.37, 4.89}}}},
+       {0.9, 2, {{{kMacko, 831.91 / 398.32, 2.45}, {kTca, 543.57 / 397.37, 2.48}}}},
+       {0.5, 4, {{{kMackoTcaODenseD, 847.05 / 789.87, 9.00}, {kTca, 829.85 / 789.48, 7.30}}}},
+       {0.7, 4, {{{kMacko, 1001.02 / 789.87, 5.14}, {kTca, 912.69 / 789.48, 4.89}}}},
+       {0.9, 4, {{{kMacko, 1414.33 / 789.87, 2.45}, {kTca, 960.47 / 789.48, 2.48}}}},
+       {0.5, 8, {{{kDense, 1549.6 / 1544.9, 12.55}, {kTca, 1527.9 / 1541.8, 7.30}}}},
        {0.7, 8, {{{kTcaDenseO, 1665.2 / 1544.9, 5.52}, {kTca, 1675.1 / 1541.8, 4.89}}}},
        {0.9, 8, {{{kMacko, 1812.5 / 1544.9, 2.45}, {kTca, 1752.4 / 1541.8, 2.48}}}},
        {0.5, 32, {{{kDense, 5073.1 / 5075.1, 12.55}, {kTca, 4516.4 / 5077.1, 7.30}}}},
