@@ -348,7 +348,8 @@ void register_bench_model(CLI::App& app, int& exit_code) {
          "--format", args->format,
          "format of pruned layers: auto (smallest with a GPU kernel), fastest (the rule table's "
          "pick per engine matmul (qkv, o, gate_up, down) for decode at each batch size, N = "
-         "batch, as the engine launches it; batch sizes whose picks differ get a model each), csr, "
+         "batch, as the engine launches it, or a whole layer's from measured engine runs where "
+         "they cover its shapes and batch; batch sizes whose picks differ get a model each), csr, "
          "macko, tca_bme, tiled_csl, dense, or one per engine matmul: "
          "qkv=F,o=F,gate_up=F,down=F")
       ->capture_default_str();

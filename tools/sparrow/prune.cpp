@@ -123,8 +123,9 @@ void register_prune(CLI::App& app, int& exit_code) {
       "N:M) that can encode it, and keeps the layer dense when none is smaller than dense. "
       "--format fastest picks, per matmul of the GPU engine (q/k/v stacked, o, gate/up "
       "stacked, down), the format the engine decodes fastest at --batch tokens (the shipped "
-      "rule table, measured on one GPU), and keeps it dense where no sparse kernel measured "
-      "faster than cuBLAS. qkv=F,o=F,gate_up=F,down=F names a format per engine matmul (q, k, v "
+      "rule table, measured on one GPU; for a layer whose shapes and batch whole-model engine "
+      "runs cover, the four matmuls' assignment those runs measured fastest), and keeps it dense "
+      "where no sparse kernel measured faster than cuBLAS. qkv=F,o=F,gate_up=F,down=F names a format per engine matmul (q, k, v "
       "take qkv's, gate and up gate_up's), as bench-model's --format does.\n"
       "Exit codes: 0 ok, 2 bad arguments, 1 bad input data or I/O failure (nothing is written).");
   cmd->add_option("--model", args->model, "input model directory (config.json + safetensors)")
