@@ -75,6 +75,8 @@ struct EngineMatmulLayers {
   double nonzeros = 0, elements = 0;
 
   void add(int64_t layer_rows, int64_t layer_cols, double density);
+  // Whether the engine folds the RMSNorm into this matmul (qkv, gate_up: input_rms).
+  bool normed() const;
   FormatPick pick(int64_t n, bool allow_nm = false) const;
 };
 
@@ -88,6 +90,7 @@ struct EngineMatmulLayers {
 // per-matmul cells (kernels timed alone) have mispredicted the engine both ways (a mix of dense
 // and tca_bme ran slower than either; every layer tca_bme ran faster than the dense the cells
 // chose at batch 32 and 90 %: bench/NOTES-decode.md, session 42). Each pick's reason says which.
+// A matmul with no layers added (rows 0) matches no cell.
 std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers, 4>& layer,
                                             int64_t n, bool allow_nm = false);
 

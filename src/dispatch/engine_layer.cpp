@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <string>
 
+#include "dispatch/rule_cells.hpp"
 #include "sparrow/dispatch.hpp"
 
 namespace sparrow {
@@ -61,30 +61,16 @@ constexpr EngineModelCells kModels[] = {
     },
 };
 
-// As the rule table's shape cells (rule_table.cpp): rows within 2x, columns within sqrt(2).
-bool near(int64_t rows, int64_t cols, int64_t cell_rows, int64_t cell_cols) {
-  if (rows <= 0 || cols <= 0) return false;
-  return std::fabs(std::log2(double(rows) / double(cell_rows))) <= 1.0 &&
-         std::fabs(std::log2(double(cols) / double(cell_cols))) <= 0.5;
-}
-
+// Whether every matmul of the layer is near the model's, as a weight near a rule-table shape.
 bool layer_near(const std::array<EngineMatmulLayers, 4>& l, const EngineModelCells& c) {
   const int64_t want[4][2] = {{c.qkv_rows, c.hidden},
                               {c.hidden, c.hidden},
                               {2 * c.intermediate, c.hidden},
                               {c.hidden, c.intermediate}};
   for (int i = 0; i < 4; ++i)
-    if (!near(l[size_t(i)].rows, l[size_t(i)].cols, want[i][0], want[i][1])) return false;
+    if (shape_distance(l[size_t(i)].rows, l[size_t(i)].cols, want[i][0], want[i][1]) < 0)
+      return false;
   return true;
-}
-
-constexpr double kMaxSparsityDistance = 0.1;  // as the rule table's cells
-constexpr double kBytesTieMargin = 1.05;      // as pick_format's
-
-std::string fmt(const char* f, double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 std::string assignment_name(const std::array<Format, 4>& f) {
@@ -99,24 +85,27 @@ std::string assignment_name(const std::array<Format, 4>& f) {
 std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers, 4>& layer,
                                             int64_t n, bool allow_nm) {
   std::array<FormatPick, 4> out;
-  for (size_t i = 0; i < 4; ++i) out[i] = layer[i].pick(n, allow_nm);
   double nonzeros = 0, elements = 0;
   for (const auto& m : layer) nonzeros += m.nonzeros, elements += m.elements;
-  // The cells ran unstructured weights: an N:M layer keeps the per-matmul picks.
-  if (elements <= 0 || allow_nm) return out;
-  const double sparsity = 1.0 - nonzeros / elements;
   // The cell of this layer's shapes and N at the nearest measured sparsity (within the margin).
+  // The cells ran unstructured weights: an N:M layer takes none.
   const EngineModelCells* model = nullptr;
   const EngineLayerCell* cell = nullptr;
-  for (const auto& mc : kModels) {
-    if (!layer_near(layer, mc)) continue;
-    for (const auto& c : mc.cells) {
-      const double d = std::fabs(c.sparsity - sparsity);
-      if (c.batch != n || d > kMaxSparsityDistance + 1e-9) continue;
-      if (!cell || d < std::fabs(cell->sparsity - sparsity)) model = &mc, cell = &c;
+  if (elements > 0 && !allow_nm) {
+    const double sparsity = 1.0 - nonzeros / elements;
+    for (const auto& mc : kModels) {
+      if (!layer_near(layer, mc)) continue;
+      for (const auto& c : mc.cells) {
+        const double d = std::fabs(c.sparsity - sparsity);
+        if (c.batch != n || d > kMaxSparsityDistance) continue;
+        if (!cell || d < std::fabs(cell->sparsity - sparsity)) model = &mc, cell = &c;
+      }
     }
   }
-  if (!cell) return out;
+  if (!cell) {
+    for (size_t i = 0; i < 4; ++i) out[i] = layer[i].pick(n, allow_nm);
+    return out;
+  }
   // Dense (1.0 by definition) unless an assignment ran faster; among those within the margin of
   // the fastest, the fewest weight bytes.
   double fastest = 1.0;
@@ -140,17 +129,11 @@ std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers,
       p.format = Format::dense;
       p.reason = "engine cell: no measured assignment beat dense" + where;
     }
-    // The kernel matmul will run for the cell's format there, as the per-matmul pick says it.
-    if (p.format == out[i].format) {
-      p.kernel = out[i].kernel;
-    } else {
-      const double density = layer[i].elements > 0 ? layer[i].nonzeros / layer[i].elements : 1.0;
-      const auto k = pick_kernel(p.format, density, n, layer[i].rows, layer[i].cols,
-                                 layer[i].matmul == EngineMatmul::qkv ||
-                                     layer[i].matmul == EngineMatmul::gate_up,
-                                 /*dependent_launch=*/true);
-      p.kernel = k.ok() ? k->kernel : std::string();
-    }
+    // The kernel matmul will run for that format there (as the engine calls it).
+    const double density = layer[i].elements > 0 ? layer[i].nonzeros / layer[i].elements : 1.0;
+    const auto k = pick_kernel(p.format, density, n, layer[i].rows, layer[i].cols,
+                               layer[i].normed(), /*dependent_launch=*/true);
+    p.kernel = k.ok() ? k->kernel : std::string();
     out[i] = p;
   }
   return out;

@@ -37,13 +37,6 @@ namespace {
 
 using Cell = RuleCell;
 
-// A cell speaks for sparsities within this distance of its own (cells are 0.2 apart).
-constexpr double kMaxSparsityDistance = 0.1;
-// A shape's cells speak for weights with rows within 2x and columns within sqrt(2) of it (log2
-// distances): the 7B's fused 12288- and 22016-row projections take 11008 x 4096's cells, a
-// 32000 x 4096 lm_head none (the medians).
-constexpr double kMaxRowsLog2 = 1.0;
-constexpr double kMaxColsLog2 = 0.5;
 // How much faster (speedup ratio) a kernel without input_rms must have measured to be chosen over
 // the fastest one with it when the caller folds a norm: the norm kernel it brings back costs ~2.4
 // us per call in a 7B decode step (EngineOpsTiming, H100), 4-7 % of the stacked q/k/v and gate/up
@@ -51,19 +44,11 @@ constexpr double kMaxColsLog2 = 0.5;
 // would test it (tca_bme.mma at batch 8, 1.07x tca_bme.decode's speed alone on 11008 x 4096) lost
 // for another reason too, also on o_proj where no norm is folded (scripts/rule-table.sh).
 constexpr double kFoldedNormMargin = 1.10;
-// pick_format: sparse formats measured within this factor of the fastest count as equally fast,
-// and the one expected to store the fewest bytes wins (the table's cells move by ~3 % from run to
-// run: cuBLAS's own time, their denominator, does).
-constexpr double kBytesTieMargin = 1.05;
 
 // log2 distance of a weight's shape to a cell's, or a negative value when the cell's shape does
 // not speak for it (or is the over-shapes median, or the weight's shape is unknown).
 double shape_distance(const Cell& c, int64_t rows, int64_t cols) {
-  if (c.rows <= 0 || rows <= 0 || cols <= 0) return -1.0;
-  const double dr = std::fabs(std::log2(double(rows) / double(c.rows)));
-  const double dc = std::fabs(std::log2(double(cols) / double(c.cols)));
-  if (dr > kMaxRowsLog2 || dc > kMaxColsLog2) return -1.0;
-  return dr + dc;
+  return c.rows <= 0 ? -1.0 : sparrow::shape_distance(rows, cols, c.rows, c.cols);
 }
 
 const Cell kCells[] = {
@@ -105,12 +90,6 @@ const CellRun& cells_of(Format f) {
   static const CellRuns shipped =
       runs_of(kCells, std::size(kCells), SPARROW_RULE_TABLE_DEPENDENT_MAX_N);
   return (g_test_runs ? *g_test_runs : shipped)[size_t(f)];
-}
-
-std::string fmt(const char* f, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
 }
 
 // Whether kernel k honours MatmulOptions::input_rms on weight w at N = n (no weight: whether it
@@ -263,10 +242,27 @@ void EngineMatmulLayers::add(int64_t layer_rows, int64_t layer_cols, double dens
   elements += e;
 }
 
+bool EngineMatmulLayers::normed() const {
+  return matmul == EngineMatmul::qkv || matmul == EngineMatmul::gate_up;
+}
+
 FormatPick EngineMatmulLayers::pick(int64_t n, bool allow_nm) const {
-  const bool normed = matmul == EngineMatmul::qkv || matmul == EngineMatmul::gate_up;
-  return pick_format(elements > 0 ? nonzeros / elements : 1.0, n, allow_nm, rows, cols, normed,
+  return pick_format(elements > 0 ? nonzeros / elements : 1.0, n, allow_nm, rows, cols, normed(),
                      /*dependent_launch=*/true);
+}
+
+double shape_distance(int64_t rows, int64_t cols, int64_t measured_rows, int64_t measured_cols) {
+  if (measured_rows <= 0 || measured_cols <= 0 || rows <= 0 || cols <= 0) return -1.0;
+  const double dr = std::fabs(std::log2(double(rows) / double(measured_rows)));
+  const double dc = std::fabs(std::log2(double(cols) / double(measured_cols)));
+  if (dr > kMaxRowsLog2 || dc > kMaxColsLog2) return -1.0;
+  return dr + dc;
+}
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
 }
 
 ScopedRuleTable::ScopedRuleTable(const RuleCell* cells, size_t count, int64_t dependent_max_n) {

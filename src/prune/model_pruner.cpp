@@ -157,8 +157,8 @@ std::string fmt_speedup(double x) {
 
 // --format fastest: each candidate tensor's format, one per engine matmul of its decoder layer
 // (the tensors of "model.layers.3.self_attn.{q,k,v}_proj.weight" share one pick, made for their
-// stacked shape and combined target density; a layer's four matmuls together by
-// pick_engine_layer when it has all four), or for a tensor the engine does not stack, its own
+// stacked shape and combined target density; a layer's four matmuls together where
+// pick_engine_layer's engine cells cover them), or for a tensor the engine does not stack, its own
 // shape. From the targets rather than the pruned result so every tensor's format is known before
 // the parallel pruning starts (a tensor kept because it was already sparser than its target
 // still gets its group's format).
@@ -191,17 +191,10 @@ Result<FastestPicks> fastest_picks(const std::set<std::string>& candidates,
     g.matmuls[i].add(shape[0], shape[1], density);
     g.members[i].push_back(name);
   }
+  // A layer missing a matmul (a tensor left unpruned) matches no engine cell: its matmuls are
+  // then picked one by one.
   for (const auto& [prefix, g] : layers) {
-    // The four together where the layer has all four (pick_engine_layer), else each on its own.
-    bool complete = true;
-    for (const auto& names : g.members) complete = complete && !names.empty();
-    std::array<FormatPick, 4> chosen;
-    if (complete) {
-      chosen = pick_engine_layer(g.matmuls, batch, allow_nm);
-    } else {
-      for (size_t i = 0; i < 4; ++i)
-        if (!g.members[i].empty()) chosen[i] = g.matmuls[i].pick(batch, allow_nm);
-    }
+    const std::array<FormatPick, 4> chosen = pick_engine_layer(g.matmuls, batch, allow_nm);
     for (size_t i = 0; i < 4; ++i)
       for (const std::string& name : g.members[i]) picks[name] = chosen[i];
   }

@@ -434,7 +434,7 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
 // batch 2, 4, 8 and 32, session 42): the fastest measured assignment that beat dense, the fewest
 // weight bytes within 5 % of it; dense where none beat dense; the per-matmul picks where no cell
 // covers the layer (another N, shapes far from the 7B's, N:M, a sparsity more than 0.1 from a
-// cell's).
+// cell's, a matmul missing).
 TEST(Dispatch, EngineCellsPickWholeLayers) {
   auto layer_of = [](int64_t hidden, int64_t qkv_rows, int64_t intermediate, double density) {
     std::array<EngineMatmulLayers, 4> l;
@@ -504,6 +504,11 @@ TEST(Dispatch, EngineCellsPickWholeLayers) {
   unchanged(layer_of(4096, 12288, 11008, 0.5), 8, true, "N:M");
   unchanged(layer_of(8192, 10240, 28672, 0.1), 32, false, "70B shapes");
   unchanged(layer_of(4096, 12288, 11008, 0.75), 32, false, "0.25 sparsity (0.25 from a cell)");
+  // A layer without one of its matmuls (sparrow prune leaving o_proj out): no cell either.
+  auto no_o = layer_of(4096, 12288, 11008, 0.1);
+  no_o[size_t(EngineMatmul::o)] = EngineMatmulLayers{};
+  no_o[size_t(EngineMatmul::o)].matmul = EngineMatmul::o;
+  unchanged(no_o, 32, false, "no o_proj");
 }
 
 // Cells measured with dependent launches (make_rule_table.py: a `sparrow bench --dependent-launch`
