@@ -20,11 +20,12 @@ struct Assignment {
   double vs_dense;
   double weight_gib;
 };
-// The assignments measured at one sparsity and batch.
+// The assignments measured at one sparsity and batch; entries left out are zero (vs_dense 0 never
+// beats dense).
 struct EngineLayerCell {
   double sparsity;
   int64_t batch;
-  std::array<Assignment, 2> measured;
+  std::array<Assignment, 3> measured;
 };
 // A model's decoder layer (the stacked qkv rows, hidden and intermediate sizes) and its cells.
 struct EngineModelCells {
@@ -46,6 +47,9 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // (c3/b-*.log; dense 1544.9 / 5075.1 and 1541.8 / 5077.1). The batch-4 / 50 % pick these cells
 // make (every layer tca_bme, by the 5 % bytes margin) ran 828.25 against dense 788.27 t/s as
 // `--format fastest` (1.051x, session 43 call c2, bench/results/2026-11-27-h100-s43-logs.tar.xz).
+// Batch 8 at 50 % also holds session 43's run of o_proj dense and the rest tca_bme (call c3,
+// c3/mix-b8-s0.5.log, same -p 512 -n 32 -r 2: 1559.57 against dense 1546.63 t/s in its process);
+// the same mix at batch 32 ran 0.916x (50 %) and 0.953x (70 %) dense (c3/mix-b32-*.log).
 constexpr EngineModelCells kModels[] = {
     {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of session 42",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
@@ -54,7 +58,10 @@ constexpr EngineModelCells kModels[] = {
        {0.5, 4, {{{kMackoTcaODenseD, 847.05 / 789.87, 9.00}, {kTca, 829.85 / 789.48, 7.30}}}},
        {0.7, 4, {{{kMacko, 1001.02 / 789.87, 5.14}, {kTca, 912.69 / 789.48, 4.89}}}},
        {0.9, 4, {{{kMacko, 1414.33 / 789.87, 2.45}, {kTca, 960.47 / 789.48, 2.48}}}},
-       {0.5, 8, {{{kDense, 1549.6 / 1544.9, 12.55}, {kTca, 1527.9 / 1541.8, 7.30}}}},
+       {0.5, 8,
+        {{{kDense, 1549.6 / 1544.9, 12.55},
+          {kTca, 1527.9 / 1541.8, 7.30},
+          {kTcaDenseO, 1559.57 / 1546.63, 7.74}}}},
        {0.7, 8, {{{kTcaDenseO, 1665.2 / 1544.9, 5.52}, {kTca, 1675.1 / 1541.8, 4.89}}}},
        {0.9, 8, {{{kMacko, 1812.5 / 1544.9, 2.45}, {kTca, 1752.4 / 1541.8, 2.48}}}},
        {0.5, 32, {{{kDense, 5073.1 / 5075.1, 12.55}, {kTca, 4516.4 / 5077.1, 7.30}}}},
