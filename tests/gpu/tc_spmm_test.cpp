@@ -114,6 +114,22 @@ TEST(TcSpmm, SparsityFromDenseTilesToNearlyEmpty) {
   }
 }
 
+// tca_bme.mma runs 17..32 columns of weights below density 0.34 with 2 x 2 warp tiles (the warps
+// sum their partial tiles at the end) and denser ones with a tile row per warp: both sides of the
+// rule at every N of that bucket, odd shapes, with bias and accumulate.
+TEST(TcSpmm, WarpColumnsAtLowDensity) {
+  const auto ns = range(17, 32);
+  for (const auto& k : kTcKernels) {
+    for (DType t : kTypes) {
+      for (double sp : {0.7, 0.9, 0.6}) {
+        check_all_n(k, patterns::random(t, 300, 1000, sp, 41), ns, 540);
+        check_all_n(k, patterns::random(t, 65, 129, sp, 42), {17, 24, 32}, 550, true, true);
+      }
+      check_all_n(k, patterns::magnitude(t, 257, 515, 0.8, 43), {20, 32}, 560);
+    }
+  }
+}
+
 // tca_bme.mma sizes its value stages by the weight's largest group (max_group_values): one dense
 // group among groups at 10 % must be copied whole, and an all-zero weight has no values at all.
 HostMatrix one_dense_group(DType t, uint64_t seed) {

@@ -85,30 +85,53 @@ __device__ __forceinline__ void nibble_regs(uint32_t word, uint32_t addr, const 
 // d ~ 0.3 (scripts/tca_bank_conflicts.py; measured in bench/NOTES-tc.md, session 20).
 // tile_fragment<SWAP> puts the registers back in A-fragment order. prepare() chooses it per
 // weight (WeightArgs::swap_pairs).
-template <bool SWAP = false>
+//
+// WC > 1 (warp columns): the four warps tile the group's 4 x 4 tc-tiles as (4 / WC) rows of WC
+// columns, warp w = (tm / TM) * WC + tk / TK with TM = WC tile rows and TK = 4 / WC tile columns
+// each; records[2 i + h] and [8 + 2 i + h] hold its tile i = (tm % TM) * TK + tk % TK in the same
+// form, so warp_tile_loads gives tile i's loads where it gave tile tk's (WC = 1). Every lane's
+// first value then needs the whole warp's scan.
+template <bool SWAP = false, int WC = 1>
 __device__ __forceinline__ void write_warp_records(const uint4* bitmaps, uint32_t values, int warp,
                                                    int lane, uint4 (&records)[16]) {
+  static_assert(WC == 1 || WC == 2 || WC == 4, "1, 2 or 4 warp columns");
   const uint4 q = bitmaps[lane];
   const uint32_t p0 = __popc(q.x), p1 = __popc(q.y), p2 = __popc(q.z), p3 = __popc(q.w);
   const uint32_t total = p0 + p1 + p2 + p3;
-  uint32_t e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
-  uint32_t incl = total;
+  uint32_t e = 0;
+  if constexpr (WC > 1) {
+    uint32_t incl = total;
 #pragma unroll
-  for (int o = 1; o < 8; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
-    if ((lane & 7) >= o) incl += u;
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += u;
+    }
+    e = incl - total;
+  } else {
+    e = __reduce_add_sync(0xffffffffu, lane < 8 * warp ? total : 0u);
+    uint32_t incl = total;
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, 8);
+      if ((lane & 7) >= o) incl += u;
+    }
+    e += incl - total;
   }
-  e += incl - total;
-  if ((lane >> 3) == warp) {
+  // Lane l counts bitmaps 2l, 2l + 1: tile (tm, tk) = (l / 8, (l / 2) % 4), its bitmap pair l % 2.
+  constexpr int TM = WC, TK = 4 / WC;
+  const int tm = lane >> 3, tk = (lane >> 1) & 3;
+  const bool mine = WC == 1 ? tm == warp : (tm / TM) * WC + tk / TK == warp;
+  const int j = WC == 1 ? (lane & 7) : 2 * ((tm % TM) * TK + tk % TK) + (lane & 1);
+  if (mine) {
     const uint32_t o = values + 2 * e;
     const uint4 lo = make_uint4(q.x, o, q.z, o + 2 * (p0 + p1));
     const uint4 hi = make_uint4(q.y, o + 2 * p0, q.w, o + 2 * (p0 + p1 + p2));
     if (SWAP && (lane & 1)) {
-      records[lane & 7] = make_uint4(lo.z, lo.w, lo.x, lo.y);
-      records[8 + (lane & 7)] = make_uint4(hi.z, hi.w, hi.x, hi.y);
+      records[j] = make_uint4(lo.z, lo.w, lo.x, lo.y);
+      records[8 + j] = make_uint4(hi.z, hi.w, hi.x, hi.y);
     } else {
-      records[lane & 7] = lo;
-      records[8 + (lane & 7)] = hi;
+      records[j] = lo;
+      records[8 + j] = hi;
     }
   }
   __syncwarp();

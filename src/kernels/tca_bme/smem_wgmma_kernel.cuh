@@ -189,18 +189,21 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
       const int cslot = s % SC, aslot = s % SA;
       tc::mbar_wait(cload(cslot), uint32_t(s / SC) & 1u);
       // Both group rows at once (eight independent rows per thread: the chains of shared loads
-      // overlap). A missing second group row is expanded from whatever its stage holds and not
-      // stored.
+      // overlap). A missing second group row (no copy fills its part of the stage) is expanded
+      // as empty bitmaps and not stored: its stale bytes, taken as bitmaps, put the value loads
+      // anywhere up to 8 KB on, into other stages that copies are filling (racecheck reported
+      // it, session 43; the loaded values were never used).
       uint32_t word[2], first[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
+        const bool present = gm0 + r < groups_m;
         const unsigned char* bm = smem + (comp_at(cslot) + uint32_t(r) * group_bytes - base);
         // The first value of this thread's half: popcounts of every earlier half (threads < tid)
         // -- earlier warps by one reduction over the halves each lane counts, this warp by a scan.
-        const uint4 q = reinterpret_cast<const uint4*>(bm)[lane];
+        const uint4 q = present ? reinterpret_cast<const uint4*>(bm)[lane] : make_uint4(0, 0, 0, 0);
         const uint32_t four = __popc(q.x) + __popc(q.y) + __popc(q.z) + __popc(q.w);
         first[r] = __reduce_add_sync(0xffffffffu, lane < 8 * pwarp ? four : 0u);
-        word[r] = reinterpret_cast<const uint32_t*>(bm)[2 * b + h];
+        word[r] = present ? reinterpret_cast<const uint32_t*>(bm)[2 * b + h] : 0u;
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {

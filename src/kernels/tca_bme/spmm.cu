@@ -37,7 +37,8 @@ Status prepare(const Problem& p, const char* name, WeightArgs& wa, tc::XYArgs& a
   }
   const double density = double(w.nnz) / (double(s.rows) * double(s.cols));
   wa = WeightArgs{w.bitmaps.data(), w.group_offsets.data(), w.values.data(), int(w.groups_k),
-                  int((w.max_group_values + 7) / 8 * 8), swap_pairs_for(density)};
+                  int((w.max_group_values + 7) / 8 * 8), swap_pairs_for(density),
+                  warp_columns_for(density)};
   a = tc::xy_args(p, s.rows, s.cols);
   return Status::success();
 }

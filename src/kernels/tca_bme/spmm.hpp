@@ -20,6 +20,9 @@ struct WeightArgs {
   // The decode reads a tile's second column half rows 8-15 first (write_warp_records<SWAP>):
   // where the weight's density makes that the order with fewer bank conflicts.
   bool swap_pairs;
+  // tca_bme.mma at 17..32 columns: the warps take 2 x 2 tiles of the group instead of a tile row
+  // each (Config::WC = 2), where the weight's density makes that faster (warp_columns_for).
+  bool warp_columns;
 };
 
 // Whether a weight of this density decodes with swapped records (see swap_pairs): between these
@@ -32,6 +35,14 @@ constexpr double kSwapPairsMinDensity = 0.34, kSwapPairsMaxDensity = 0.55;
 inline bool swap_pairs_for(double density) {
   return density >= kSwapPairsMinDensity && density <= kSwapPairsMaxDensity;
 }
+
+// Whether tca_bme.mma runs 17..32 columns with 2 x 2 warp tiles (Config::WC): each warp then reads
+// half the X tile's B fragments, with twice the accumulators. Measured on the H100 (session 43,
+// bench/NOTES-tc.md), time against one tile row per warp on the four Llama shapes at N = 32:
+// 0.91-0.95x at density 0.3 and 0.1, 1.00-1.05x at 0.5 (swapped records there); at N = 16
+// 0.98-1.04x, so 16 columns keep the row layout.
+constexpr double kWarpColumnsMaxDensity = kSwapPairsMinDensity;
+inline bool warp_columns_for(double density) { return density < kWarpColumnsMaxDensity; }
 
 // The argument checks both tensor-core kernels run (messages start with `name`), then their
 // arguments.

@@ -1,8 +1,9 @@
 // tca_bme.mma: SpInfer-style SpMM, Y = X * W^T with W in tca_bme (include/sparrow/formats/
 // tca_bme.hpp).
 //
-// A block owns one 64-row group row of W (BLK_M = 64, four warps, warp w = tc-tile row tm = w)
-// times BLK_N columns of Y, and walks its share of the 64-wide group tiles along K:
+// A block owns one 64-row group row of W (BLK_M = 64, four warps, warp w = tc-tile row tm = w, or
+// a 2 x 2 block of tiles with Config::WC = 2) times BLK_N columns of Y, and walks its share of the
+// 64-wide group tiles along K:
 //   1. cp.async pipeline (STAGES deep): the group's 64 bitmaps (512 B), the X tile (BLK_N, 64)
 //      and its values (compressed) go to shared memory; nothing is expanded. A stage holds as
 //      many values as the weight's largest group (max_group_values), not the 4096 of a dense
@@ -38,12 +39,22 @@
 namespace sparrow::kernels::tca_bme_mma {
 
 // Tile configuration of one instantiation.
-template <int BLK_N_, int STAGES_>
+template <int BLK_N_, int STAGES_, int WC_ = 1>
 struct Config {
   static constexpr int BLK_M = 64;   // one group row
   static constexpr int BLK_N = BLK_N_;
   static constexpr int STAGES = STAGES_;
-  static constexpr int THREADS = 128;  // 4 warps, one per 16-row tc-tile row
+  static constexpr int THREADS = 128;  // 4 warps
+  // Warp columns: with WC = 1 warp w takes the 16-row tile row w for all 64 columns; with WC = 2
+  // or 4 the warps split the group's 4 x 4 tiles into (4 / WC) x WC blocks of WC tile rows and
+  // 4 / WC tile columns. The A decode per warp is the same four tiles; a warp reads only its
+  // columns' B fragments (at 32 columns the X tile's shared reads were 4 x 4 KB per group
+  // against ~5 KB of weight at 50 %), with WC times the accumulators, and warps sharing rows sum
+  // their partial tiles in shared memory once at the end.
+  static constexpr int WC = WC_;
+  static constexpr int TM = WC, TK = 4 / WC;  // tile rows / columns per warp
+  static_assert(WC == 1 || WC == 2 || WC == 4, "1, 2 or 4 warp columns");
+  static_assert(WC == 1 || BLK_N <= 32, "WC x BLK_N / 2 accumulators per lane");
   static constexpr int kBitmapBytes = 64 * 8;                  // (64) uint64
   // The X tile (BLK_N, 64): rows of pitch 80 up to 32 columns (160 bytes = 40 banks put the B
   // loads of rows g = 0..3 in banks 8g .. 8g+7; every B load an immediate offset from one lane
@@ -141,9 +152,12 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   // The lane's records: rows 0-3 or 4-7 of each 8x8 bitmap (g < 4 or not).
   const uint4* my_rec = records[warp] + (g >= 4 ? 8 : 0);
 
-  float acc[BLK_N / 8][4];
+  constexpr int kTilesPerWarp = Cfg::TM;  // 16-row tiles whose sums a warp holds
+  float acc[kTilesPerWarp][BLK_N / 8][4];
 #pragma unroll
-  for (int i = 0; i < BLK_N / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  for (int m = 0; m < kTilesPerWarp; ++m)
+#pragma unroll
+    for (int i = 0; i < BLK_N / 8; ++i) acc[m][i][0] = acc[m][i][1] = acc[m][i][2] = acc[m][i][3] = 0.f;
 
   // A dependent launch may start while the kernel that writes X still runs: the offsets above
   // and the first stage's weight are read before the wait, the first stage's X and the other
@@ -174,34 +188,90 @@ __global__ void __launch_bounds__(Cfg::THREADS)
     const int slot = step % STAGES;
     const uint16_t* xs = stage_x(slot);
     // The records of the previous step were last read before the barrier above.
-    write_warp_records<SWAP>(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
-                             tc::smem_addr(stage_values(slot)), warp, lane, records[warp]);
-    NibbleLoads ld[4][2];
+    write_warp_records<SWAP, Cfg::WC>(reinterpret_cast<const uint4*>(stage_bitmaps(slot)),
+                                      tc::smem_addr(stage_values(slot)), warp, lane,
+                                      records[warp]);
+    NibbleLoads ld[4][2];  // the warp's tiles i = 0..3 (WC = 1: tk = i)
     warp_tile_loads(my_rec, nl, lut, ld);
+    if constexpr (Cfg::WC == 1) {
 #pragma unroll
-    for (int tk = 0; tk < 4; ++tk) {
-      uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
-      tile_fragment<SWAP>(ld[tk], nl, af);
+      for (int tk = 0; tk < 4; ++tk) {
+        uint32_t af[4];  // a0a1: row g, columns 4t, 4t+1; a2a3: row g+8; a4a5 / a6a7: 4t+2, 4t+3
+        tile_fragment<SWAP>(ld[tk], nl, af);
 #pragma unroll
-      for (int nt = 0; nt < BLK_N / 8; ++nt) {
-        // X row nt * 8 + g, columns 16 tk + 4 t4 .. + 3 (both layouts keep a 16-byte piece
-        // whole, so the 4 t4 can be added to the piece-pair's start).
-        const uint2 bx = *reinterpret_cast<const uint2*>(
-            xs + Cfg::XLayout::index(nt * 8 + g, tk * 16) + 4 * t4);
-        tc::mma_16816<T>(acc[nt], af, bx.x, bx.y);
+        for (int nt = 0; nt < BLK_N / 8; ++nt) {
+          // X row nt * 8 + g, columns 16 tk + 4 t4 .. + 3 (both layouts keep a 16-byte piece
+          // whole, so the 4 t4 can be added to the piece-pair's start).
+          const uint2 bx = *reinterpret_cast<const uint2*>(
+              xs + Cfg::XLayout::index(nt * 8 + g, tk * 16) + 4 * t4);
+          tc::mma_16816<T>(acc[0][nt], af, bx.x, bx.y);
+        }
+      }
+    } else {
+      // The B fragments of the warp's TK tile columns, once for its TM tile rows.
+      constexpr int TM = Cfg::TM, TK = Cfg::TK;
+      const int tk0 = (warp % Cfg::WC) * TK;
+      uint2 bx[TK][BLK_N / 8];
+#pragma unroll
+      for (int k = 0; k < TK; ++k)
+#pragma unroll
+        for (int nt = 0; nt < BLK_N / 8; ++nt) {
+          bx[k][nt] = *reinterpret_cast<const uint2*>(
+              xs + Cfg::XLayout::index(nt * 8 + g, (tk0 + k) * 16) + 4 * t4);
+        }
+#pragma unroll
+      for (int i = 0; i < TM * TK; ++i) {
+        uint32_t af[4];
+        tile_fragment<SWAP>(ld[i], nl, af);
+#pragma unroll
+        for (int nt = 0; nt < BLK_N / 8; ++nt) {
+          tc::mma_16816<T>(acc[i / TK][nt], af, bx[i % TK][nt].x, bx[i % TK][nt].y);
+        }
       }
     }
   }
   tc::cp_async_wait<0>();
   __syncthreads();  // the pipeline buffers become the epilogue tile
-  tc::store_output<T, Cfg::BLK_M, BLK_N, THREADS>(reinterpret_cast<float*>(smem), acc, warp * 16,
-                                                  a, gm * Cfg::BLK_M, n0, splits);
+  float* red = reinterpret_cast<float*>(smem);  // (BLK_N, BLK_M + 4)
+  if constexpr (Cfg::WC == 1) {
+    tc::store_output<T, Cfg::BLK_M, BLK_N, THREADS>(red, acc[0], warp * 16, a, gm * Cfg::BLK_M,
+                                                    n0, splits);
+  } else {
+    // The WC warps of a warp row hold partial sums of the same TM tile rows: the first writes
+    // them, the others add theirs in turn (mma.cuh's store_partial layout), then the usual
+    // reduction and store.
+    constexpr int kRedPitch = Cfg::BLK_M + 4;
+    const int tig = lane & 3, row0 = (warp / Cfg::WC) * Cfg::TM * 16;
+#pragma unroll 1
+    for (int c = 0; c < Cfg::WC; ++c) {
+      if (warp % Cfg::WC == c) {
+#pragma unroll
+        for (int tm = 0; tm < Cfg::TM; ++tm)
+#pragma unroll
+          for (int nt = 0; nt < BLK_N / 8; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                float& r = red[(nt * 8 + tig * 2 + j) * kRedPitch + row0 + tm * 16 + g + 8 * h];
+                r = (c == 0 ? 0.f : r) + acc[tm][nt][h * 2 + j];
+              }
+      }
+      __syncthreads();
+    }
+    tc::store_reduced<T, Cfg::BLK_M, BLK_N, THREADS>(red, a, gm * Cfg::BLK_M, n0, splits);
+  }
 }
 
 template <class T, class Cfg>
 Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
               cudaStream_t stream) {
-  auto kernel = w.swap_pairs ? spmm_kernel<T, Cfg, true> : spmm_kernel<T, Cfg, false>;
+  // The record swap only orders loads (either order is correct); warp columns leave it off (they
+  // run where the weight's density keeps it off anyway: warp_columns_for).
+  auto kernel = spmm_kernel<T, Cfg, false>;
+  if constexpr (Cfg::WC == 1) {
+    if (w.swap_pairs) kernel = spmm_kernel<T, Cfg, true>;
+  }
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
   const size_t smem = std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
                                size_t(Cfg::kRedBytes));
@@ -224,13 +294,24 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
 // split-K blocks (H100, session 13, with 8 KB value stages: 8 blocks per SM instead of 5,
 // 0.86-0.92x the time of three stages on 11008x4096 and 28672x8192 at N = 16, within 2 %
 // elsewhere). 32 columns keep three: alone two measured 0.90-0.94x there too, but the 7B engine
-// at batch 32 (50 %) ran 4155 t/s with two against 4279 with three.
+// at batch 32 (50 %) ran 4155 t/s with two against 4279 with three. At 17..32 columns a weight
+// below density 0.34 runs 2 x 2 warp tiles (Config::WC, warp_columns_for); four warp columns
+// (one 16-column tile column per warp, 128 registers) measured 0.87-0.97x on 4096x11008 but
+// 1.08-1.28x on the many-row shapes at N = 32 (session 43), and are not instantiated.
 template <class T>
 Status launch_for_n(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool dependent,
                     cudaStream_t s) {
+  // SPARROW_TCA_MMA_WC=1|2 (experiments, read once): the warp columns at N = 17..32 for every
+  // weight; unset: WeightArgs::warp_columns.
+  static const int wc = env_knob("SPARROW_TCA_MMA_WC", 0);
   if (a.n <= 8) return launch<T, Config<8, 2>>(w, a, groups_m, dependent, s);
   if (a.n <= 16) return launch<T, Config<16, 2>>(w, a, groups_m, dependent, s);
-  if (a.n <= 32) return launch<T, Config<32, 3>>(w, a, groups_m, dependent, s);
+  if (a.n <= 32) {
+    if (wc == 2 || (wc == 0 && w.warp_columns)) {
+      return launch<T, Config<32, 3, 2>>(w, a, groups_m, dependent, s);
+    }
+    return launch<T, Config<32, 3>>(w, a, groups_m, dependent, s);
+  }
   if (a.n <= 64) return launch<T, Config<64, 4>>(w, a, groups_m, dependent, s);
   return launch<T, Config<128, 3>>(w, a, groups_m, dependent, s);
 }
