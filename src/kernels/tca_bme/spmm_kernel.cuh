@@ -152,10 +152,9 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   // The lane's records: rows 0-3 or 4-7 of each 8x8 bitmap (g < 4 or not).
   const uint4* my_rec = records[warp] + (g >= 4 ? 8 : 0);
 
-  constexpr int kTilesPerWarp = Cfg::TM;  // 16-row tiles whose sums a warp holds
-  float acc[kTilesPerWarp][BLK_N / 8][4];
+  float acc[Cfg::TM][BLK_N / 8][4];  // the sums of the warp's TM 16-row tiles
 #pragma unroll
-  for (int m = 0; m < kTilesPerWarp; ++m)
+  for (int m = 0; m < Cfg::TM; ++m)
 #pragma unroll
     for (int i = 0; i < BLK_N / 8; ++i) acc[m][i][0] = acc[m][i][1] = acc[m][i][2] = acc[m][i][3] = 0.f;
 
@@ -238,24 +237,19 @@ __global__ void __launch_bounds__(Cfg::THREADS)
                                                     n0, splits);
   } else {
     // The WC warps of a warp row hold partial sums of the same TM tile rows: the first writes
-    // them, the others add theirs in turn (mma.cuh's store_partial layout), then the usual
-    // reduction and store.
-    constexpr int kRedPitch = Cfg::BLK_M + 4;
-    const int tig = lane & 3, row0 = (warp / Cfg::WC) * Cfg::TM * 16;
+    // them, the others add theirs in turn, then the usual reduction and store.
+    const int row0 = (warp / Cfg::WC) * Cfg::TM * 16;
 #pragma unroll 1
     for (int c = 0; c < Cfg::WC; ++c) {
       if (warp % Cfg::WC == c) {
 #pragma unroll
-        for (int tm = 0; tm < Cfg::TM; ++tm)
-#pragma unroll
-          for (int nt = 0; nt < BLK_N / 8; ++nt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                float& r = red[(nt * 8 + tig * 2 + j) * kRedPitch + row0 + tm * 16 + g + 8 * h];
-                r = (c == 0 ? 0.f : r) + acc[tm][nt][h * 2 + j];
-              }
+        for (int tm = 0; tm < Cfg::TM; ++tm) {
+          if (c == 0) {
+            tc::store_partial<Cfg::BLK_M, BLK_N>(red, acc[tm], row0 + tm * 16);
+          } else {
+            tc::store_partial<Cfg::BLK_M, BLK_N, true>(red, acc[tm], row0 + tm * 16);
+          }
+        }
       }
       __syncthreads();
     }

@@ -227,8 +227,8 @@ __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m
                                               int splits);
 
 // A warp's accumulators (rows warp_row0 .. +16 of the tile, the mma.m16n8k16 C layout per n8 tile)
-// into the epilogue tile `red` (BLK_N, BLK_M + 4) fp32.
-template <int BLK_M, int BLK_N>
+// into the epilogue tile `red` (BLK_N, BLK_M + 4) fp32; ADD: added to what `red` holds there.
+template <int BLK_M, int BLK_N, bool ADD = false>
 __device__ __forceinline__ void store_partial(float* red, const float (&acc)[BLK_N / 8][4],
                                               int warp_row0) {
   constexpr int kRedPitch = BLK_M + 4;
@@ -239,7 +239,8 @@ __device__ __forceinline__ void store_partial(float* red, const float (&acc)[BLK
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        red[(nt * 8 + tig * 2 + j) * kRedPitch + warp_row0 + g + 8 * h] = acc[nt][h * 2 + j];
+        float& r = red[(nt * 8 + tig * 2 + j) * kRedPitch + warp_row0 + g + 8 * h];
+        r = ADD ? r + acc[nt][h * 2 + j] : acc[nt][h * 2 + j];
       }
     }
   }
