@@ -77,6 +77,8 @@ struct EngineMatmulLayers {
   void add(int64_t layer_rows, int64_t layer_cols, double density);
   // Whether the engine folds the RMSNorm into this matmul (qkv, gate_up: input_rms).
   bool normed() const;
+  // Non-zeros over elements of the layers added (1 when none were).
+  double density() const;
   FormatPick pick(int64_t n, bool allow_nm = false) const;
 };
 

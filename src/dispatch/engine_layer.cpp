@@ -54,7 +54,7 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // command, dense 5085.52 t/s), after tca_bme.mma's 2 x 2 warp tiles (session 42 c3: 4870.1 /
 // 5224.8 against dense 5077.1).
 constexpr EngineModelCells kModels[] = {
-    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of session 42",
+    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 and 43",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
        {0.7, 2, {{{kMacko, 595.26 / 398.32, 5.14}, {kTca, 503.48 / 397.37, 4.89}}}},
        {0.9, 2, {{{kMacko, 831.91 / 398.32, 2.45}, {kTca, 543.57 / 397.37, 2.48}}}},
@@ -142,8 +142,7 @@ std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers,
       p.reason = "engine cell: no measured assignment beat dense" + where;
     }
     // The kernel matmul will run for that format there (as the engine calls it).
-    const double density = layer[i].elements > 0 ? layer[i].nonzeros / layer[i].elements : 1.0;
-    const auto k = pick_kernel(p.format, density, n, layer[i].rows, layer[i].cols,
+    const auto k = pick_kernel(p.format, layer[i].density(), n, layer[i].rows, layer[i].cols,
                                layer[i].normed(), /*dependent_launch=*/true);
     p.kernel = k.ok() ? k->kernel : std::string();
     out[i] = p;

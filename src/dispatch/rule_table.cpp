@@ -246,9 +246,10 @@ bool EngineMatmulLayers::normed() const {
   return matmul == EngineMatmul::qkv || matmul == EngineMatmul::gate_up;
 }
 
+double EngineMatmulLayers::density() const { return elements > 0 ? nonzeros / elements : 1.0; }
+
 FormatPick EngineMatmulLayers::pick(int64_t n, bool allow_nm) const {
-  return pick_format(elements > 0 ? nonzeros / elements : 1.0, n, allow_nm, rows, cols, normed(),
-                     /*dependent_launch=*/true);
+  return pick_format(density(), n, allow_nm, rows, cols, normed(), /*dependent_launch=*/true);
 }
 
 double shape_distance(int64_t rows, int64_t cols, int64_t measured_rows, int64_t measured_cols) {

@@ -431,7 +431,7 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
 }
 
 // A layer's four matmuls picked together from the engine cells (whole-model runs of the 7B at
-// batch 2, 4, 8 and 32, session 42): the fastest measured assignment that beat dense, the fewest
+// batch 2, 4, 8 and 32, sessions 42 and 43): the fastest measured assignment that beat dense, the fewest
 // weight bytes within 5 % of it; dense where none beat dense; the per-matmul picks where no cell
 // covers the layer (another N, shapes far from the 7B's, N:M, a sparsity more than 0.1 from a
 // cell's, a matmul missing).
