@@ -38,7 +38,7 @@ constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
 // Every matmul dense, tca_bme or macko; and the per-matmul picks' mixes (qkv, o, gate_up, down).
 constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMacko = {M, M, M, M},
                                 kTcaDenseO = {T, D, T, T}, kMackoTcaOD = {M, T, M, T},
-                                kMackoTcaODenseD = {M, T, M, D};
+                                kMackoTcaODenseD = {M, T, M, D}, kTcaDenseOD = {T, D, T, D};
 
 // Llama-2-7B (synth, random pattern, `bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9
 // -p 512 -n 32 -b B -r 2`, --format fastest and --format tca_bme), H100 80GB HBM3, session 42
@@ -52,9 +52,12 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // the same mix at batch 32 ran 0.916x (50 %) and 0.953x (70 %) dense (c3/mix-b32-*.log). Every
 // layer tca_bme at batch 32 and 70 / 90 % is session 43's call c7 (c7/engine-wc0.log, the same
 // command, dense 5085.52 t/s), after tca_bme.mma's 2 x 2 warp tiles (session 42 c3: 4870.1 /
-// 5224.8 against dense 5077.1).
+// 5224.8 against dense 5077.1). qkv / gate_up tca_bme with o / down dense at batch 32 (the rule
+// table's per-matmul picks after session 43's tensor-core run) is session 44's call c1
+// (bench/results/2026-11-28-h100-s44-logs.tar.xz, c1/mix-b32-od-dense.log, `--sparsity 0,0.7,0.9`,
+// dense 5090.13 t/s); before the warp tiles the same mix ran 0.961x dense at 70 % (session 43 c4).
 constexpr EngineModelCells kModels[] = {
-    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 and 43",
+    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 44",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
        {0.7, 2, {{{kMacko, 595.26 / 398.32, 5.14}, {kTca, 503.48 / 397.37, 4.89}}}},
        {0.9, 2, {{{kMacko, 831.91 / 398.32, 2.45}, {kTca, 543.57 / 397.37, 2.48}}}},
@@ -68,8 +71,14 @@ constexpr EngineModelCells kModels[] = {
        {0.7, 8, {{{kTcaDenseO, 1665.2 / 1544.9, 5.52}, {kTca, 1675.1 / 1541.8, 4.89}}}},
        {0.9, 8, {{{kMacko, 1812.5 / 1544.9, 2.45}, {kTca, 1752.4 / 1541.8, 2.48}}}},
        {0.5, 32, {{{kDense, 5073.1 / 5075.1, 12.55}, {kTca, 4516.4 / 5077.1, 7.30}}}},
-       {0.7, 32, {{{kDense, 4995.4 / 5075.1, 12.55}, {kTca, 4948.79 / 5085.52, 4.89}}}},
-       {0.9, 32, {{{kDense, 4996.6 / 5075.1, 12.55}, {kTca, 5382.57 / 5085.52, 2.48}}}}}},
+       {0.7, 32,
+        {{{kDense, 4995.4 / 5075.1, 12.55},
+          {kTca, 4948.79 / 5085.52, 4.89},
+          {kTcaDenseOD, 5153.73 / 5090.13, 7.23}}}},
+       {0.9, 32,
+        {{{kDense, 4996.6 / 5075.1, 12.55},
+          {kTca, 5382.57 / 5085.52, 2.48},
+          {kTcaDenseOD, 5397.58 / 5090.13, 5.56}}}}}},
     },
 };
 
