@@ -17,14 +17,9 @@
 #include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/tensor_core/mma.cuh"
+#include "kernels/tensor_core/split_k.hpp"
 
 namespace sparrow::kernels::tc {
-
-// The portable cluster size limit. 16-block clusters (H100's non-portable limit) were measured
-// slower: 4096x4096 N=8 tca_bme 23.0 us with up to 16 splits vs 19.9 us with up to 8
-// (bench/NOTES-tc.md): per-block prologue/epilogue costs grow with the split count.
-constexpr int kMaxSplits = 8;
-constexpr int kMinStepsPerSplit = 4;  // below this the pipeline prologue dominates a split
 
 // The X / Y arguments of tokens t0 .. t0 + n - 1 of problem p (all its tokens from t0 when n < 0)
 // for a rows x cols weight of 16-bit elements.
@@ -126,28 +121,26 @@ int max_active_clusters(Kernel kernel, int blocks, int threads, size_t smem) {
   return clusters;
 }
 
-// The split count that minimises (waves of blocks) x (k steps per split), counting the blocks
-// that run at once as the device reports for each cluster size: for kernels with few blocks per
-// SM, rounding the split count up to fill every slot can start a second wave that doubles the
-// time (tca_bme.wgmma_smem at 4096 rows, N = 256: 32 row tiles x 4 splits, clusters of four
-// blocks of 184 KB, ran 2.3x longer per k step than the same kernel with 2 splits at N = 512,
-// H100, session 15). Ties go to fewer splits (less epilogue work). Capped as choose_splits.
+// The split count by choose_splits_by_cost (split_k.hpp), counting the blocks that run at once as
+// the device reports for each cluster size: for kernels with few blocks per SM, rounding the split
+// count up to fill every slot can start a second wave that doubles the time (tca_bme.wgmma_smem at
+// 4096 rows, N = 256: 32 row tiles x 4 splits, clusters of four blocks of 184 KB, ran 2.3x longer
+// per k step than the same kernel with 2 splits at N = 512, H100, session 15). Capped as
+// choose_splits. SPARROW_TC_SPLIT_FIXED_STEPS=<n> (experiments, read once) replaces
+// kSplitFixedSteps; 0 is the cost of sessions 15-43.
 template <class Kernel>
 int choose_splits_by_waves(const DeviceInfo& d, Kernel kernel, int threads, size_t smem,
                            int blocks_per_sm, int64_t output_tiles, int64_t k_steps) {
   if (d.major < 9) return 1;
-  const int64_t most = max_splits(k_steps);
-  int best = 1;
-  int64_t best_cost = INT64_MAX;
-  for (int64_t s = 1; s <= most; ++s) {
-    const int64_t slots = s == 1 ? int64_t(std::max(blocks_per_sm, 1)) * d.sms
-                                 : int64_t(max_active_clusters(kernel, int(s), threads, smem)) * s;
-    if (slots <= 0) continue;
-    const int64_t waves = (output_tiles * s + slots - 1) / slots;
-    const int64_t cost = waves * ((k_steps + s - 1) / s);
-    if (cost < best_cost) best_cost = cost, best = int(s);
+  static const int fixed_steps = std::max(0, env_knob("SPARROW_TC_SPLIT_FIXED_STEPS",
+                                                      kSplitFixedSteps));
+  const int most = int(max_splits(k_steps));
+  int64_t slots[kMaxSplits] = {};
+  for (int s = 1; s <= most; ++s) {
+    slots[s - 1] = s == 1 ? int64_t(std::max(blocks_per_sm, 1)) * d.sms
+                          : int64_t(max_active_clusters(kernel, s, threads, smem)) * s;
   }
-  return best;
+  return choose_splits_by_cost(slots, most, output_tiles, k_steps, fixed_steps);
 }
 
 // The host side every split-K launch of a tca_bme kernel shares: refuses more dynamic shared
