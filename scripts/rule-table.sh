@@ -39,6 +39,8 @@ SOURCES=(
   # the tensor-core table after tca_bme.mma's 2 x 2 warp tiles (session 43, c7): N = 8..512, the
   # tensor-core kernels and cuBLAS, plain launches; replaces session 15's cells of those kernels
   $R/2026-11-27-h100-s43-c7-bench-tc.csv.xz
+  # the same table after the split-K cost with a block's fixed steps (session 44, c6)
+  $R/2026-11-28-h100-s44-c6-bench-tc.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
