@@ -45,12 +45,6 @@ using Cell = RuleCell;
 // for another reason too, also on o_proj where no norm is folded (scripts/rule-table.sh).
 constexpr double kFoldedNormMargin = 1.10;
 
-// log2 distance of a weight's shape to a cell's, or a negative value when the cell's shape does
-// not speak for it (or is the over-shapes median, or the weight's shape is unknown).
-double shape_distance(const Cell& c, int64_t rows, int64_t cols) {
-  return c.rows <= 0 ? -1.0 : sparrow::shape_distance(rows, cols, c.rows, c.cols);
-}
-
 const Cell kCells[] = {
 #include "dispatch/rule_table_data.inc"
 };
@@ -148,7 +142,9 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   double best_dist = 1e9;
   for (const Cell& c : cells_of(f)) {
     if (!here(c)) continue;
-    const double d = shape_distance(c, rows, cols);
+    // Negative where the cell's shape does not speak for the weight, or is the over-shapes
+    // median (rows 0), or the weight's shape is unknown.
+    const double d = shape_distance(rows, cols, c.rows, c.cols);
     if (d >= 0.0 && d < best_dist) best_dist = d, shape_rows = c.rows, shape_cols = c.cols;
   }
   auto fastest = [&](int64_t r, int64_t k_cols) {

@@ -3,8 +3,6 @@
 // once and passes those counts here.
 #pragma once
 
-#include <algorithm>
-#include <climits>
 #include <cstdint>
 
 namespace sparrow::kernels::tc {
