@@ -5,6 +5,9 @@
 // clusters: 160 and 136 here).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "kernels/tensor_core/split_k.hpp"
 
 namespace sparrow::kernels::tc {
@@ -41,6 +44,46 @@ TEST(SplitK, SizesThatDoNotFitAreSkipped) {
   // `most` caps the choice (the cluster limit, or too few k steps per split).
   EXPECT_EQ(choose_splits_by_cost(kSlotsN32, 1, 64, 64), 1);
   EXPECT_EQ(choose_splits_by_cost(kSlotsN32, 4, 64, 64), 4);
+}
+
+// The pushed reduction's dealing (store_reduced_pushed): every quad of every tile height (1..128
+// rows of 16 quads) has exactly one owner and one place in each block's slot of that owner, the
+// owners' counts add up to the tile, and the receive area stays within the bound the kernels
+// size their shared memory by.
+TEST(SplitK, PushedSlicesDealEveryQuadOnce) {
+  for (int rows = 1; rows <= 128; ++rows) {
+    const int quads = rows * 16;
+    for (int splits = 2; splits <= kMaxSplits; ++splits) {
+      const PushedSlices s{quads, splits};
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", splits " + std::to_string(splits));
+      std::vector<int> seen(size_t(splits) * s.slot(), -1);
+      int total = 0;
+      for (int r = 0; r < splits; ++r) {
+        ASSERT_LE(s.owned(r), s.slot());
+        total += s.owned(r);
+        for (int i = 0; i < s.owned(r); ++i) {
+          const int e = s.quad(r, i);
+          ASSERT_GE(e, 0);
+          ASSERT_LT(e, quads);
+          ASSERT_EQ(s.owner(e), r);
+          ASSERT_EQ(s.index(e), i);
+          int& slot_entry = seen[size_t(r) * s.slot() + i];
+          ASSERT_EQ(slot_entry, -1);
+          slot_entry = e;
+        }
+      }
+      EXPECT_EQ(total, quads);
+      EXPECT_LE(int64_t(splits) * s.slot(), push_receive_quads(quads));
+      // Chunks are whole: the first quad of each owned chunk starts a 32-byte sector of Y.
+      for (int r = 0; r < splits; ++r) {
+        for (int i = 0; i < s.owned(r); i += kPushChunk) EXPECT_EQ(s.quad(r, i) % kPushChunk, 0);
+      }
+    }
+  }
+  // A tile of one row at eight splits: the first four blocks own a chunk each, the rest none.
+  const PushedSlices one_row{16, 8};
+  EXPECT_EQ(one_row.owned(3), 4);
+  EXPECT_EQ(one_row.owned(4), 0);
 }
 
 }  // namespace

@@ -274,13 +274,16 @@ TEST(TcSpmm, RejectsWrongFormatAndDtype) {
 }
 
 // Small and quick, for compute-sanitizer (memcheck, racecheck): every config (N buckets), split-K
-// (K = 1000: 16 k steps), residues in M, N and K.
+// (K = 1000: 16 k steps; K = 2100: eight splits), residues in M, N and K.
 TEST(TcSpmmSanitizer, Subset) {
   for (const auto& k : kTcKernels) {
     for (DType t : kTypes) {
       check_all_n(k, patterns::random(t, 130, 1000, 0.5, 91), {5, 16, 30, 64, 130}, 1000);
       check_all_n(k, patterns::random(t, 70, 61, 0.0, 92), {9}, 1100);
       check_all_n(k, one_dense_group(t, 93), {8, 32}, 1200);
+      // Eight splits of a one-row tile (K = 2100: 33 k steps, 2 group rows): tca_bme.mma's
+      // pushed reduction leaves blocks 4..7 without quads of their own.
+      check_all_n(k, patterns::random(t, 70, 2100, 0.5, 94), {1, 3}, 1300);
     }
   }
 }

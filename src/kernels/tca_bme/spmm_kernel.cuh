@@ -22,7 +22,8 @@
 //      under 3 % of them mma.
 //   3. B fragments in the same order: lane (g, t) needs X[token g][4t .. 4t+3], one 8-byte shared
 //      load from the X tile, whose layout (Config::XLayout) makes those loads conflict-free.
-//   4. Split-K over a thread-block cluster on sm_90 (deterministic DSMEM reduction), epilogue with
+//   4. Split-K over a thread-block cluster on sm_90 (deterministic DSMEM reduction: up to 16
+//      columns each block pushes the other blocks' slices to them, above it pulls), epilogue with
 //      bias / accumulate (mma.cuh).
 #pragma once
 
@@ -71,6 +72,17 @@ struct Config {
   static constexpr int kFixedStageBytes = kBitmapBytes + kXBytes;
   static constexpr int kValueTailBytes = 16;
   static constexpr int kRedBytes = BLK_N * (BLK_M + 4) * 4;  // epilogue tile (BLK_N, BLK_M + 4)
+  // Split-K partial tiles are pushed to their owners (mma.cuh, store_reduced_pushed) up to 16
+  // columns: A B A B against the pulled reduction on four Llama shapes at 50 / 70 / 90 %, it took
+  // 0.93-0.99x the time at N = 8 and 0.95-1.03x at 16, but 1.00-1.07x at 32 and 1.05-1.24x at 64,
+  // where the kernel's registers and schedule changed with it (48 -> 60, 96 -> 72) (H100,
+  // session 45).
+  static constexpr bool kPush = BLK_N <= 16;
+  // At most 40 registers up to 16 columns, as without the push (48 with it otherwise): 12 blocks
+  // per SM where shared memory allows. 0: the compiler's choice.
+  static constexpr int kMinBlocks = BLK_N <= 16 ? 12 : 0;
+  static constexpr size_t kEpilogueBytes =
+      kPush ? tc::pushed_reduction_bytes<BLK_M, BLK_N>() : size_t(kRedBytes);
   static_assert(kFixedStageBytes % 16 == 0, "values start 16-byte aligned (cp.async)");
   // Bytes of one stage for groups of at most `value_cap` values (a multiple of 8).
   static constexpr uint32_t stage_bytes(int value_cap) {
@@ -79,7 +91,7 @@ struct Config {
 };
 
 template <class T, class Cfg, bool SWAP>
-__global__ void __launch_bounds__(Cfg::THREADS)
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::kMinBlocks)
     spmm_kernel(WeightArgs w, tc::XYArgs a, int splits) {
   constexpr int BLK_N = Cfg::BLK_N, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -91,6 +103,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   static_assert(THREADS == 128, "records: one row per warp of four");
   __shared__ uint4 records[4][16];
   __shared__ uint2 lut[16];  // fragment.hpp's nibble_entry of every nibble
+  __shared__ uint64_t push_bar;  // the split-K reduction's (Cfg::kPush)
 
   // The next kernel's blocks may take SM slots this grid leaves free. Letting it launch only after
   // the main loop made this kernel 0.73-1.02x the time when it follows itself under a dependent
@@ -106,6 +119,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   // The value offsets of this block's groups, once: each stage's copy size depends on them.
   for (int i = threadIdx.x; i <= steps; i += THREADS) offsets[i] = w.group_offsets[g0 + i];
   fill_nibble_table(lut);
+  if constexpr (Cfg::kPush) tc::init_push_barrier(&push_bar, splits);
   __syncthreads();
 
   auto stage_bitmaps = [&](int slot) {
@@ -233,8 +247,7 @@ __global__ void __launch_bounds__(Cfg::THREADS)
   __syncthreads();  // the pipeline buffers become the epilogue tile
   float* red = reinterpret_cast<float*>(smem);  // (BLK_N, BLK_M + 4)
   if constexpr (Cfg::WC == 1) {
-    tc::store_output<T, Cfg::BLK_M, BLK_N, THREADS>(red, acc[0], warp * 16, a, gm * Cfg::BLK_M,
-                                                    n0, splits);
+    tc::store_partial<Cfg::BLK_M, BLK_N>(red, acc[0], warp * 16);
   } else {
     // The WC warps of a warp row hold partial sums of the same TM tile rows: the first writes
     // them, the others add theirs in turn, then the usual reduction and store.
@@ -253,6 +266,11 @@ __global__ void __launch_bounds__(Cfg::THREADS)
       }
       __syncthreads();
     }
+  }
+  if constexpr (Cfg::kPush) {
+    tc::store_reduced_pushed<T, Cfg::BLK_M, BLK_N, THREADS>(red, &push_bar, a, gm * Cfg::BLK_M,
+                                                            n0, splits);
+  } else {
     tc::store_reduced<T, Cfg::BLK_M, BLK_N, THREADS>(red, a, gm * Cfg::BLK_M, n0, splits);
   }
 }
@@ -268,7 +286,7 @@ Status launch(const WeightArgs& w, const tc::XYArgs& a, int groups_m, bool depen
   }
   const size_t offsets_bytes = (size_t(w.groups_k + 1) * 4 + 15) / 16 * 16;
   const size_t smem = std::max(size_t(Cfg::STAGES) * Cfg::stage_bytes(w.value_cap) + offsets_bytes,
-                               size_t(Cfg::kRedBytes));
+                               Cfg::kEpilogueBytes);
   const int n_tiles = (a.n + Cfg::BLK_N - 1) / Cfg::BLK_N;
   // Splits by waves of the clusters that fit at once: against choose_splits (fill every block
   // slot once) 0.67-1.02x the time at N = 8..128 except 1.15x on 28672x8192 at 50 %, N = 64, and

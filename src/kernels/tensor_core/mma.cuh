@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "kernels/element.cuh"
+#include "kernels/tensor_core/bulk_copy.cuh"
+#include "kernels/tensor_core/split_k.hpp"
 
 namespace sparrow::kernels::tc {
 
@@ -222,6 +224,55 @@ __device__ __forceinline__ void cluster_or_block_sync(int blocks) {
   __syncthreads();
 }
 
+// 8-byte stores of four values: Y's rows 8-byte aligned (tiles start at multiples of 4 rows of W).
+__device__ __forceinline__ bool y_quads_aligned(const XYArgs& a) {
+  return reinterpret_cast<uintptr_t>(a.y) % 8 == 0 && a.ldy % 4 == 0;
+}
+
+// Y[n][m .. m + 3] = v (+ bias, + Y when accumulating), the elements below M only.
+template <class T>
+__device__ __forceinline__ void store_quad(const float4 v, const XYArgs& a, int n, int m,
+                                           bool y_vec) {
+  if (m >= a.m) return;
+  const T* bias = static_cast<const T*>(a.bias);
+  float r[4] = {v.x, v.y, v.z, v.w};
+  T* out = static_cast<T*>(a.y) + int64_t(n) * a.ldy + m;
+  if (y_vec && m + 4 <= a.m) {
+    if (bias) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] += to_float<T>(bias[m + j]);
+    }
+    if (a.accumulate) {
+      const uint2 o = *reinterpret_cast<const uint2*>(out);
+      const uint16_t h[4] = {uint16_t(o.x), uint16_t(o.x >> 16), uint16_t(o.y),
+                             uint16_t(o.y >> 16)};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        T t;
+        memcpy(&t, &h[j], 2);
+        r[j] += to_float<T>(t);
+      }
+    }
+    uint16_t h[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const T t = from_float<T>(r[j]);
+      memcpy(&h[j], &t, 2);
+    }
+    *reinterpret_cast<uint2*>(out) =
+        make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (m + j >= a.m) break;
+      float w = r[j];
+      if (bias) w += to_float<T>(bias[m + j]);
+      if (a.accumulate) w += to_float<T>(out[j]);
+      out[j] = from_float<T>(w);
+    }
+  }
+}
+
 template <class T, int BLK_M, int BLK_N, int THREADS>
 __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m0, int n0,
                                               int splits);
@@ -280,10 +331,7 @@ __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m
   namespace cg = cooperative_groups;
   if (splits > 1) rank = int(cg::this_cluster().block_rank());
 #endif
-  const T* bias = static_cast<const T*>(a.bias);
-  T* y = static_cast<T*>(a.y);
-  // 8-byte stores of four values: Y's rows 8-byte aligned (m0 is a multiple of 4).
-  const bool y_vec = reinterpret_cast<uintptr_t>(y) % 8 == 0 && a.ldy % 4 == 0;
+  const bool y_vec = y_quads_aligned(a);
   const int rows = min(BLK_N, a.n - n0);
   for (int e = threadIdx.x + rank * THREADS; e < rows * kQuads; e += THREADS * splits) {
     const int nl = e / kQuads, ml = (e % kQuads) * 4;
@@ -301,48 +349,131 @@ __device__ __forceinline__ void store_reduced(float* red, const XYArgs& a, int m
       }
     }
 #endif
-    if (m >= a.m) continue;
-    float r[4] = {v.x, v.y, v.z, v.w};
-    T* out = y + int64_t(n) * a.ldy + m;
-    if (y_vec && m + 4 <= a.m) {
-      if (bias) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) r[j] += to_float<T>(bias[m + j]);
-      }
-      if (a.accumulate) {
-        const uint2 o = *reinterpret_cast<const uint2*>(out);
-        const uint16_t h[4] = {uint16_t(o.x), uint16_t(o.x >> 16), uint16_t(o.y),
-                               uint16_t(o.y >> 16)};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          T t;
-          memcpy(&t, &h[j], 2);
-          r[j] += to_float<T>(t);
-        }
-      }
-      uint16_t h[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const T t = from_float<T>(r[j]);
-        memcpy(&h[j], &t, 2);
-      }
-      *reinterpret_cast<uint2*>(out) =
-          make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (m + j >= a.m) break;
-        float w = r[j];
-        if (bias) w += to_float<T>(bias[m + j]);
-        if (a.accumulate) w += to_float<T>(out[j]);
-        out[j] = from_float<T>(w);
-      }
-    }
+    store_quad<T>(v, a, n, m, y_vec);
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Keep this block's shared memory alive until every block of the cluster has read it.
   if (splits > 1) cg::this_cluster().sync();
 #endif
+}
+
+// The split-K reduction by push (sm_90), for kernels whose pipeline buffers can hold a second
+// tile: store_reduced pulls every block's partial tile through distributed shared memory and
+// then needs a last cluster barrier so that no block exits while others still read its tile; on
+// tca_bme.mma at 4096 rows and N = 32 its two barriers held ~18 % of the warp-stall samples
+// (ncu, H100, session 44), the last one 8 %, behind each block's outstanding Y stores.
+//
+// Here each block sends the quads other blocks own with st.async, remote stores that count
+// their bytes on the owner's mbarrier `bar`, into the owner's receive area behind its `red`
+// (the pipeline's stages, drained by then: the first cluster barrier stays); the owner waits for
+// its bytes, adds the partial tiles in rank order (the same sums as store_reduced, on every run)
+// and exits: no block reads another's memory, so no last barrier.
+//
+// Which block owns which quads: PushedSlices (split_k.hpp).
+//
+// Shared memory the pushed reduction needs: the block's tile (BLK_N, BLK_M + 4) fp32 and the
+// receive area, (splits, slot) quads <= the tile's quads + a chunk per split.
+template <int BLK_M, int BLK_N>
+constexpr size_t pushed_reduction_bytes() {
+  return size_t(BLK_N) * (BLK_M + 4) * 4 + size_t(push_receive_quads(BLK_N * BLK_M / 4)) * 16;
+}
+
+// Sets up the pushed reduction's barrier; every thread calls it before the kernel's first
+// __syncthreads, and the first cluster barrier of store_reduced_pushed publishes it to the
+// other blocks.
+__device__ __forceinline__ void init_push_barrier(uint64_t* bar, int splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (splits > 1 && threadIdx.x == 0) {
+    mbar_init(smem_addr(bar), 1);
+    mbar_init_fence();
+  }
+#else
+  (void)bar, (void)splits;
+#endif
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The address of shared-memory location `addr` (this block's) in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_addr(uint32_t addr, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// 16 bytes into another block's shared memory, counted on its mbarrier (both cluster addresses).
+__device__ __forceinline__ void st_async16(uint32_t dst, const float4 v, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];\n" ::"r"(dst),
+      "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+      "r"(__float_as_uint(v.w)), "r"(bar)
+      : "memory");
+}
+// Waits for phase `parity` of this block's mbarrier, whose bytes other blocks delivered.
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
+        "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+#endif
+
+// store_reduced with the push described above: `red` (BLK_N, BLK_M + 4) fp32 holds the block's
+// partial tile, followed by pushed_reduction_bytes() - its size of free shared memory; `bar` was
+// set up by init_push_barrier. Without split-K it is store_reduced.
+template <class T, int BLK_M, int BLK_N, int THREADS>
+__device__ __forceinline__ void store_reduced_pushed(float* red, uint64_t* bar, const XYArgs& a,
+                                                     int m0, int n0, int splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (splits > 1) {
+    namespace cg = cooperative_groups;
+    constexpr int kRedPitch = BLK_M + 4;
+    constexpr int kQuads = BLK_M / 4;
+    static_assert(kQuads % kPushChunk == 0, "chunks stay in one tile row");
+    const PushedSlices slices{min(BLK_N, a.n - n0) * kQuads, splits};  // rows below N only
+    const int slot = slices.slot();
+    const int rank = int(cg::this_cluster().block_rank());
+    const uint32_t bar_at = smem_addr(bar);
+    const uint32_t recv_at = smem_addr(red + BLK_N * kRedPitch);  // (splits, slot) quads
+    auto red_quad = [&](int e) {
+      return *reinterpret_cast<const float4*>(red + (e / kQuads) * kRedPitch + (e % kQuads) * 4);
+    };
+    // Every block's partial tile is complete and its pipeline drained: its stages may receive.
+    cg::this_cluster().sync();
+#pragma unroll 1
+    for (int e = threadIdx.x; e < slices.quads; e += THREADS) {
+      const int owner = slices.owner(e);
+      if (owner == rank) continue;
+      const int at = rank * slot + slices.index(e);  // in the owner's receive area
+      st_async16(cluster_addr(recv_at + uint32_t(at) * 16, owner), red_quad(e),
+                 cluster_addr(bar_at, owner));
+    }
+    const int owned = slices.owned(rank);
+    if (threadIdx.x == 0) mbar_arrive_expect_tx(bar_at, uint32_t((splits - 1) * owned * 16));
+    if (owned == 0) return;
+    mbar_wait_cluster(bar_at, 0);
+    const float4* recv = reinterpret_cast<const float4*>(red + BLK_N * kRedPitch);
+    const bool y_vec = y_quads_aligned(a);
+    for (int i = threadIdx.x; i < owned; i += THREADS) {
+      const int e = slices.quad(rank, i);
+      // Rank order 0, 1, 2, ...: the sums of store_reduced.
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+      for (int q = 0; q < splits; ++q) {
+        const float4 p = q == rank ? red_quad(e) : recv[q * slot + i];
+        v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+      }
+      store_quad<T>(v, a, n0 + e / kQuads, m0 + (e % kQuads) * 4, y_vec);
+    }
+    return;
+  }
+#endif
+  (void)bar;
+  store_reduced<T, BLK_M, BLK_N, THREADS>(red, a, m0, n0, splits);
 }
 
 }  // namespace sparrow::kernels::tc

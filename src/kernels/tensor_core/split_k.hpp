@@ -35,4 +35,33 @@ inline int choose_splits_by_cost(const int64_t* slots, int most, int64_t output_
   return best;
 }
 
+// How the split-K reduction by push (mma.cuh, store_reduced_pushed) deals a tile's quads (four
+// consecutive output elements along M) to the blocks of a cluster: chunks of kPushChunk quads
+// round robin, so that each block stores whole 32-byte sectors of a 16-bit Y row and each gets a
+// share at any split count. Every block sends the quads others own into the owner's receive area
+// of `splits` slots of slot() quads (slot q from block q); the owner sums its quads in rank order.
+constexpr int kPushChunk = 4;
+struct PushedSlices {
+  int quads;   // of the tile (rows below N x quads per row, a multiple of kPushChunk)
+  int splits;  // blocks of the cluster
+
+  constexpr int round() const { return kPushChunk * splits; }  // quads dealt per round of chunks
+  constexpr int slot() const { return (quads + round() - 1) / round() * kPushChunk; }
+  constexpr int owner(int e) const { return e / kPushChunk % splits; }
+  // Quad e's place in its owner's slot of each block.
+  constexpr int index(int e) const { return e / round() * kPushChunk + e % kPushChunk; }
+  // How many quads block `rank` owns, and the tile quad of its i-th.
+  constexpr int owned(int rank) const {
+    const int full = quads / round(), rest = quads - full * round() - rank * kPushChunk;
+    return full * kPushChunk + (rest < 0 ? 0 : rest < kPushChunk ? rest : kPushChunk);
+  }
+  constexpr int quad(int rank, int i) const {
+    return i / kPushChunk * round() + rank * kPushChunk + i % kPushChunk;
+  }
+};
+// The most quads a receive area holds, for any split count up to kMaxSplits.
+constexpr int64_t push_receive_quads(int64_t tile_quads) {
+  return tile_quads + int64_t(kMaxSplits) * kPushChunk;
+}
+
 }  // namespace sparrow::kernels::tc
