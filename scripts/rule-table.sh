@@ -41,6 +41,8 @@ SOURCES=(
   $R/2026-11-27-h100-s43-c7-bench-tc.csv.xz
   # the same table after the split-K cost with a block's fixed steps (session 44, c6)
   $R/2026-11-28-h100-s44-c6-bench-tc.csv.xz
+  # the same table after tca_bme.mma's pushed split-K reduction at N <= 16 (session 45, c2)
+  $R/2026-11-28-h100-s45-c2-bench-tc.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
