@@ -392,35 +392,6 @@ __device__ __forceinline__ void init_push_barrier(uint64_t* bar, int splits) {
 #endif
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// The address of shared-memory location `addr` (this block's) in block `rank` of the cluster.
-__device__ __forceinline__ uint32_t cluster_addr(uint32_t addr, int rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-// 16 bytes into another block's shared memory, counted on its mbarrier (both cluster addresses).
-__device__ __forceinline__ void st_async16(uint32_t dst, const float4 v, uint32_t bar) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
-      "[%5];\n" ::"r"(dst),
-      "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
-      "r"(__float_as_uint(v.w)), "r"(bar)
-      : "memory");
-}
-// Waits for phase `parity` of this block's mbarrier, whose bytes other blocks delivered.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
-        "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-#endif
 
 // store_reduced with the push described above: `red` (BLK_N, BLK_M + 4) fp32 holds the block's
 // partial tile, followed by pushed_reduction_bytes() - its size of free shared memory; `bar` was
@@ -455,7 +426,7 @@ __device__ __forceinline__ void store_reduced_pushed(float* red, uint64_t* bar, 
     const int owned = slices.owned(rank);
     if (threadIdx.x == 0) mbar_arrive_expect_tx(bar_at, uint32_t((splits - 1) * owned * 16));
     if (owned == 0) return;
-    mbar_wait_cluster(bar_at, 0);
+    mbar_wait<true>(bar_at, 0);
     const float4* recv = reinterpret_cast<const float4*>(red + BLK_N * kRedPitch);
     const bool y_vec = y_quads_aligned(a);
     for (int i = threadIdx.x; i < owned; i += THREADS) {
