@@ -290,6 +290,9 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   constexpr bool kBulk = false;
 #endif
   __shared__ __align__(8) uint64_t stage_bars[kBulk ? W : 1][2];
+  // Counts the bytes of the partial tiles earlier blocks of the cluster push to this one (the
+  // epilogue; sm_90 clusters only).
+  __shared__ __align__(8) uint64_t recv_bar;
   let_next_launch();  // the next kernel's blocks may take SM slots this grid leaves free
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if constexpr (Config::nibble_order(NT)) {
@@ -300,6 +303,10 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   blocks = int(cg::this_cluster().num_blocks());
   rank = int(cg::this_cluster().block_rank());
+  // Published to the other blocks by the epilogue's first cluster barrier.
+  tc::init_push_barrier(&recv_bar, blocks);
+#else
+  (void)recv_bar;  // no clusters before sm_90
 #endif
   const int cluster = blockIdx.y;  // grid (blocks, clusters): x is the rank in the cluster
   const int64_t gk_count = w.groups_k;
@@ -466,10 +473,44 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   }
   tc::cluster_or_block_sync(blocks);
   // This block finishes the rows whose last group is in its warps' pieces, summing each row's
-  // pieces in warp order (rows a single warp covered from end to end were stored directly).
+  // pieces in warp order (rows a single warp covered from end to end were stored directly). In a
+  // cluster only the row holding the block's first group can have pieces in earlier blocks, and
+  // only the row holding its last group pieces in later ones: each block sums its own pieces of
+  // that last row (in warp order) and pushes the partial tile to the block that finishes the row,
+  // with st.async into that block's stages (drained: the barrier above) counted on its recv_bar;
+  // the finisher adds the partials of the earlier blocks in block order, then its own pieces.
+  // Nobody reads another block's shared memory, so no block waits for the others to finish
+  // reading before it exits. The pull this replaced (every finisher reading the other blocks'
+  // tiles one piece after another, then a last cluster barrier) held ~22 % of the warp samples
+  // with the first barrier on 11008x4096 at N = 8 (ncu, H100, session 12).
   const int64_t bs = piece_start[rank * W], be = piece_start[rank * W + W];
+  const int n_rows = min(BLK_N, a.n);
   const T* bias = static_cast<const T*>(a.bias);
   T* y = static_cast<T*>(a.y);
+  // The tile of piece u for row r: its first row's, or the last row's when the piece has more.
+  auto tile_of = [&](int u, int64_t r) {
+    return (piece_row[u] == r ? firsts : lasts) + (u % W) * kTile;
+  };
+  // Partial tiles received from earlier blocks, (blocks, BLK_N, 64) fp32 behind the last-row tiles.
+  float* recv = lasts + W * kTile;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (blocks > 1 && be > bs && be % gk_count != 0) {
+    const int64_t r = be / gk_count;  // the row continues in a later block
+    const int f = warp_of(G, pieces, (r + 1) * gk_count - 1) / W;  // which finishes it
+    const uint32_t dst = tc::cluster_addr(tc::smem_addr(recv + rank * BLK_N * 64), f);
+    const uint32_t bar = tc::cluster_addr(tc::smem_addr(&recv_bar), f);
+    for (int q = threadIdx.x; q < n_rows * 16; q += W * 32) {
+      const int at = (q / 16) * P + (q % 16) * 4;
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int u = rank * W; u < rank * W + W; ++u) {
+        if (piece_start[u] == piece_start[u + 1] || piece_start[u + 1] <= r * gk_count) continue;
+        const float4 t = *reinterpret_cast<const float4*>(tile_of(u, r) + at);
+        sum.x += t.x, sum.y += t.y, sum.z += t.z, sum.w += t.w;
+      }
+      tc::st_async16(dst + uint32_t(q) * 16, sum, bar);
+    }
+  }
+#endif
   for (int64_t r = (bs + gk_count) / gk_count - 1; be > bs && r < be / gk_count; ++r) {
     const int64_t g0 = r * gk_count, g1 = g0 + gk_count;  // the row's groups [g0, g1)
     int vl = rank * W;  // the piece holding g1 - 1: in this block
@@ -477,28 +518,38 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     int vf = vl;  // the piece holding g0
     while (piece_start[vf] > g0) --vf;
     if (vf == vl && piece_start[vf] < g0 && piece_start[vf + 1] > g1) continue;  // stored
-    for (int e = threadIdx.x; e < BLK_N * 64; e += W * 32) {
+    // Earlier blocks with pieces of this row: vf / W .. rank - 1, each of them that holds any
+    // groups (with fewer groups than warps some hold none) pushed one partial tile.
+    const int b0 = vf / W < rank ? vf / W : rank;
+    auto holds_groups = [&](int b) { return piece_start[b * W] < piece_start[b * W + W]; };
+    if (b0 < rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (threadIdx.x == 0) {
+        int senders = 0;
+        for (int b = b0; b < rank; ++b) senders += holds_groups(b);
+        tc::mbar_arrive_expect_tx(tc::smem_addr(&recv_bar), uint32_t(senders * n_rows * 64 * 4));
+      }
+      tc::mbar_wait<true>(tc::smem_addr(&recv_bar), 0);
+#endif
+      vf = rank * W;  // the block's own pieces from here
+    }
+    for (int e = threadIdx.x; e < n_rows * 64; e += W * 32) {
       const int nl = e / 64, ml = e % 64;
       float s = 0.f;
+      for (int b = b0; b < rank; ++b) {
+        if (holds_groups(b)) s += recv[b * BLK_N * 64 + e];
+      }
       for (int u = vf; u <= vl; ++u) {
         if (piece_start[u] == piece_start[u + 1]) continue;  // a warp without groups
-        const float* src = (piece_row[u] == r ? firsts : lasts) + (u % W) * kTile;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (u / W != rank) src = cg::this_cluster().map_shared_rank(src, u / W);
-#endif
-        s += src[nl * P + ml];
+        s += tile_of(u, r)[nl * P + ml];
       }
       const int64_t m = (row0 + r) * 64 + ml;
-      if (m < a.m && nl < a.n) {
+      if (m < a.m) {
         decode::store_output(y + int64_t(nl) * a.ldy + m, rms ? s * rms_token[nl] : s, bias, m,
                              a.accumulate);
       }
     }
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Keep this block's tiles alive until every block of the cluster has read them.
-  if (blocks > 1) cg::this_cluster().sync();
-#endif
 }
 
 // What a launch of one kernel instance needs to know, the same for every weight on a device:
@@ -577,6 +628,12 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
   // SPARROW_TC_MAX_SPLITS (experiments, launch.cuh) caps the cluster size.
   int fit[4];
   for (int i = 0; i < 4; ++i) fit[i] = (1 << i) > tc::max_splits_override() ? 0 : plan.fit[i];
+  // A cluster's epilogue receives up to kMaxClusterBlocks partial tiles behind the last-row tiles
+  // in the stages (the kernel's recv): without room for them the blocks run alone.
+  const size_t stage_region = plan.smem - size_t(W) * 8 * NT * P * 4;
+  const size_t epilogue =
+      (size_t(W) * 8 * NT * P + size_t(Config::kMaxClusterBlocks) * 8 * NT * 64) * 4;
+  if (stage_region < epilogue) fit[1] = fit[2] = fit[3] = 0;
   const int blocks = choose_cluster_blocks(w.groups_m, w.groups_k, fit);
   int log2b = 0;
   while ((1 << log2b) < blocks) ++log2b;

@@ -392,9 +392,8 @@ __device__ __forceinline__ void init_push_barrier(uint64_t* bar, int splits) {
 #endif
 }
 
-
 // store_reduced with the push described above: `red` (BLK_N, BLK_M + 4) fp32 holds the block's
-// partial tile, followed by pushed_reduction_bytes() - its size of free shared memory; `bar` was
+// partial tile and is followed by the receive area (pushed_reduction_bytes() in all); `bar` was
 // set up by init_push_barrier. Without split-K it is store_reduced.
 template <class T, int BLK_M, int BLK_N, int THREADS>
 __device__ __forceinline__ void store_reduced_pushed(float* red, uint64_t* bar, const XYArgs& a,
