@@ -378,9 +378,9 @@ constexpr size_t pushed_reduction_bytes() {
   return size_t(BLK_N) * (BLK_M + 4) * 4 + size_t(push_receive_quads(BLK_N * BLK_M / 4)) * 16;
 }
 
-// Sets up the pushed reduction's barrier; every thread calls it before the kernel's first
-// __syncthreads, and the first cluster barrier of store_reduced_pushed publishes it to the
-// other blocks.
+// Sets up a pushed reduction's barrier (thread 0, when blocks push to each other); every thread
+// calls it before the cluster barrier that starts the epilogue, which publishes it to the other
+// blocks and this block's threads.
 __device__ __forceinline__ void init_push_barrier(uint64_t* bar, int splits) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (splits > 1 && threadIdx.x == 0) {
