@@ -2,6 +2,9 @@
 // the argument checks that run before anything touches a device.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
 #include "kernels/macko/entry_split.hpp"
@@ -89,6 +92,58 @@ TEST(DecodeLaunch, TcaBmeWarpPiecesCoverEveryGroupOnce) {
   EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 0), 0);
   EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 1), 10);
   EXPECT_EQ(tca_bme_decode::row_begin(172, 16, 16), 172);
+}
+
+// The streaming kernel's cluster epilogue (decode.cu): a block pushes its partial tile of its last
+// row when that row continues, to the block that finishes the row, and a finisher waits for one
+// tile from every earlier block holding groups of its first row (the piece holding the row's first
+// group onwards). If the two sides disagree the finisher waits forever or sums unwritten memory:
+// check that they agree for short and long rows, few and many groups per warp, and fewer groups
+// than warps (blocks without groups).
+TEST(DecodeLaunch, TcaBmeClusterPushesMeetTheirFinishers) {
+  using namespace tca_bme_decode;
+  for (int64_t gk : {int64_t(1), int64_t(3), int64_t(64), int64_t(172)}) {
+    for (int64_t rows : {int64_t(1), int64_t(2), int64_t(5), int64_t(37)}) {
+      for (int blocks : {2, 4, 8}) {
+        for (int warps : {8, 16}) {
+          const int pieces = blocks * warps;
+          const int64_t groups = rows * gk;
+          SCOPED_TRACE("groups_k " + std::to_string(gk) + ", rows " + std::to_string(rows) +
+                       ", blocks " + std::to_string(blocks) + ", warps " + std::to_string(warps));
+          std::vector<int64_t> start(size_t(pieces) + 1);
+          for (int u = 0; u <= pieces; ++u) start[size_t(u)] = warp_begin(groups, pieces, u);
+          std::vector<int> received(size_t(blocks), 0);
+          std::vector<int64_t> pushed(size_t(blocks), -1);
+          for (int b = 0; b < blocks; ++b) {
+            const int64_t bs = start[size_t(b) * warps], be = start[size_t(b + 1) * warps];
+            if (!pushes_last_row(bs, be, gk)) continue;
+            const int64_t r = be / gk;
+            const int f = row_finisher(groups, pieces, warps, r, gk);
+            ASSERT_GT(f, b);
+            ASSERT_LT(f, blocks);
+            ASSERT_TRUE(block_holds_groups(start.data(), warps, b));
+            ++received[size_t(f)];
+            pushed[size_t(f)] = r;
+          }
+          for (int f = 0; f < blocks; ++f) {
+            const int64_t bs = start[size_t(f) * warps], be = start[size_t(f + 1) * warps];
+            int expected = 0;
+            if (be > bs && bs % gk != 0) {
+              // The finisher's first row started in an earlier block; it finishes it if it holds
+              // the row's last group.
+              const int64_t r = bs / gk;
+              if (row_finisher(groups, pieces, warps, r, gk) == f) {
+                const int b0 = warp_of(groups, pieces, r * gk) / warps;
+                for (int b = b0; b < f; ++b) expected += block_holds_groups(start.data(), warps, b);
+                if (expected > 0) EXPECT_EQ(pushed[size_t(f)], r);
+              }
+            }
+            EXPECT_EQ(received[size_t(f)], expected) << "block " << f;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(DecodeLaunch, TcaBmeOneTokenKernelForSmallWeights) {

@@ -494,9 +494,9 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
   // Partial tiles received from earlier blocks, (blocks, BLK_N, 64) fp32 behind the last-row tiles.
   float* recv = lasts + W * kTile;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (blocks > 1 && be > bs && be % gk_count != 0) {
+  if (blocks > 1 && pushes_last_row(bs, be, gk_count)) {
     const int64_t r = be / gk_count;  // the row continues in a later block
-    const int f = warp_of(G, pieces, (r + 1) * gk_count - 1) / W;  // which finishes it
+    const int f = row_finisher(G, pieces, W, r, gk_count);
     const uint32_t dst = tc::cluster_addr(tc::smem_addr(recv + rank * BLK_N * 64), f);
     const uint32_t bar = tc::cluster_addr(tc::smem_addr(&recv_bar), f);
     for (int q = threadIdx.x; q < n_rows * 16; q += W * 32) {
@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(Config::warps(NT) * 32, 1)
     // Earlier blocks with pieces of this row: vf / W .. rank - 1, each of them that holds any
     // groups (with fewer groups than warps some hold none) pushed one partial tile.
     const int b0 = vf / W < rank ? vf / W : rank;
-    auto holds_groups = [&](int b) { return piece_start[b * W] < piece_start[b * W + W]; };
+    auto holds_groups = [&](int b) { return block_holds_groups(piece_start, W, b); };
     if (b0 < rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if (threadIdx.x == 0) {

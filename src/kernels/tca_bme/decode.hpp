@@ -67,6 +67,25 @@ SPARROW_HD int warp_of(int64_t groups, int warps, int64_t i) {
   return int(((i + 1) * warps - 1) / groups);
 }
 
+// The cluster epilogue (decode.cu): a cluster's blocks hold contiguous runs of its groups (block b
+// the pieces of warps b * warps .. + warps - 1), so only a block's first row can have groups in
+// earlier blocks and only its last row groups in later ones. A block whose last row continues
+// past it pushes its partial tile of that row to the row's finisher, the block holding the row's
+// last group; the finisher expects one tile from every earlier block that holds groups of it.
+// Whether block [begin, end) pushes a partial tile: its last row (end / groups_k) continues.
+SPARROW_HD bool pushes_last_row(int64_t begin, int64_t end, int64_t groups_k) {
+  return end > begin && end % groups_k != 0;
+}
+// The block that finishes `row`: the one holding its last group.
+SPARROW_HD int row_finisher(int64_t groups, int pieces, int warps, int64_t row, int64_t groups_k) {
+  return warp_of(groups, pieces, (row + 1) * groups_k - 1) / warps;
+}
+// Whether block b holds any groups (with fewer groups than warps some hold none), given the
+// pieces' first groups piece_start[0 .. pieces].
+SPARROW_HD bool block_holds_groups(const int64_t* piece_start, int warps, int b) {
+  return piece_start[b * warps] < piece_start[b * warps + warps];
+}
+
 // Values a warp's stage holds: as many as `warps` warps' stages and first-row tiles of `tokens`
 // columns leave room for in `smem_per_block` bytes (one block per SM in any case). A group
 // holding more is decoded from global memory instead, correctly and more slowly. A multiple of 64.
