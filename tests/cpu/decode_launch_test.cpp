@@ -246,6 +246,11 @@ TEST(DecodeLaunch, TcaBmeStageHoldsTheWeightsGroups) {
   EXPECT_LE(tca_bme_decode::shared_bytes(4096, 8, 16), size_t(h100));
   // Tiny stages: the last-row tiles set the size of the stage region.
   EXPECT_EQ(tca_bme_decode::shared_bytes(64, 8, 16), size_t(2 * 8 * 16 * 68 * 4));
+  // A cluster's epilogue receives up to 8 partial tiles behind the last-row tiles: room for them
+  // with the H100's stages, none when the last-row tiles fill the region (the blocks run alone).
+  EXPECT_TRUE(tca_bme_decode::cluster_epilogue_fits(2560, 16, 8));
+  EXPECT_TRUE(tca_bme_decode::cluster_epilogue_fits(4096, 8, 16));
+  EXPECT_FALSE(tca_bme_decode::cluster_epilogue_fits(64, 8, 16));
 }
 
 TEST(DecodeLaunch, MackoTokenPassesFitSharedMemory) {

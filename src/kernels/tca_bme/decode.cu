@@ -628,12 +628,8 @@ Status launch_pass(const WeightArgs& w, const tc::XYArgs& a, bool x_al4, const D
   // SPARROW_TC_MAX_SPLITS (experiments, launch.cuh) caps the cluster size.
   int fit[4];
   for (int i = 0; i < 4; ++i) fit[i] = (1 << i) > tc::max_splits_override() ? 0 : plan.fit[i];
-  // A cluster's epilogue receives up to kMaxClusterBlocks partial tiles behind the last-row tiles
-  // in the stages (the kernel's recv): without room for them the blocks run alone.
-  const size_t stage_region = plan.smem - size_t(W) * 8 * NT * P * 4;
-  const size_t epilogue =
-      (size_t(W) * 8 * NT * P + size_t(Config::kMaxClusterBlocks) * 8 * NT * 64) * 4;
-  if (stage_region < epilogue) fit[1] = fit[2] = fit[3] = 0;
+  // Without room for the partial tiles a cluster's epilogue receives, the blocks run alone.
+  if (!cluster_epilogue_fits(plan.cap, W, 8 * NT)) fit[1] = fit[2] = fit[3] = 0;
   const int blocks = choose_cluster_blocks(w.groups_m, w.groups_k, fit);
   int log2b = 0;
   while ((1 << log2b) < blocks) ++log2b;
@@ -701,13 +697,29 @@ int stage_values(int warps, int tokens, int smem_per_block) {
   return int(std::clamp<int64_t>(fits, 64, Config::kMaxGroupValues));
 }
 
-size_t shared_bytes(int stage_values, int warps, int tokens) {
-  const size_t tiles = size_t(warps) * size_t(tokens) * Config::kTilePitch * sizeof(float);
+namespace {
+// The warps' first-row tiles, and the region behind them: their stages and records, which the
+// last-row tiles and the received partial tiles reuse after the main loop.
+size_t first_row_tile_bytes(int warps, int tokens) {
+  return size_t(warps) * size_t(tokens) * Config::kTilePitch * sizeof(float);
+}
+size_t stage_region_bytes(int stage_values, int warps, int tokens) {
   const size_t stages =
       size_t(warps) * (Config::kStages * (Config::kBitmapBytes + size_t(stage_values) * 2 +
                                           Config::kValueTailBytes) +
                        Config::kRecordBytes);
-  return tiles + std::max(stages, tiles);
+  return std::max(stages, first_row_tile_bytes(warps, tokens));
+}
+}  // namespace
+
+size_t shared_bytes(int stage_values, int warps, int tokens) {
+  return first_row_tile_bytes(warps, tokens) + stage_region_bytes(stage_values, warps, tokens);
+}
+
+bool cluster_epilogue_fits(int stage_values, int warps, int tokens) {
+  const size_t received = size_t(Config::kMaxClusterBlocks) * size_t(tokens) * 64 * sizeof(float);
+  return first_row_tile_bytes(warps, tokens) + received <=
+         stage_region_bytes(stage_values, warps, tokens);
 }
 
 bool use_one_token_kernel(int64_t groups, int sm_count) {

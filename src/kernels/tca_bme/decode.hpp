@@ -95,6 +95,10 @@ int stage_values(int warps, int tokens, int smem_per_block);
 // (which the last-row tiles reuse after the main loop).
 size_t shared_bytes(int stage_values, int warps, int tokens);
 
+// Whether the stages leave room behind the last-row tiles for the kMaxClusterBlocks partial tiles
+// of `tokens` rows a cluster's epilogue receives (decode.cu); if not, the blocks run alone.
+bool cluster_epilogue_fits(int stage_values, int warps, int tokens);
+
 // The cluster size to use, given how many clusters of each size 1, 2, 4, 8 fit at once
 // (max_clusters[log2(size)], 0 = that size does not fit): the size whose busiest SM gets the
 // fewest groups, ties going to the smaller cluster.
