@@ -58,20 +58,32 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // dense 5090.13 t/s), and at 70 % the mean of that run and call c2's of the same mix as `--format
 // fastest` (c2/gt/extra.log, 5091.80 against dense 5099.75: 0.998x): a memory gain (0.58x the
 // weights) at dense speed. Before the warp tiles the same mix ran 0.961x dense at 70 % (session 43 c4).
+// Batch 4 and 8 every layer tca_bme and every layer macko (all three sparsities), and the picks at
+// 50 % (every layer tca_bme at batch 4, o_proj dense and the rest tca_bme at batch 8) are session
+// 46's call c1 (bench/results/2026-11-28-h100-s46-logs.tar.xz, c1/cells-{tca_bme,macko,fastest}.log,
+// `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model of
+// its own process), after tca_bme.decode's cluster epilogue by push (session 45); the mixes at
+// batch 4 / 50 % and batch 8 / 70 % stay session 42's.
 constexpr EngineModelCells kModels[] = {
-    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 44",
+    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
        {0.7, 2, {{{kMacko, 595.26 / 398.32, 5.14}, {kTca, 503.48 / 397.37, 4.89}}}},
        {0.9, 2, {{{kMacko, 831.91 / 398.32, 2.45}, {kTca, 543.57 / 397.37, 2.48}}}},
-       {0.5, 4, {{{kMackoTcaODenseD, 847.05 / 789.87, 9.00}, {kTca, 829.85 / 789.48, 7.30}}}},
-       {0.7, 4, {{{kMacko, 1001.02 / 789.87, 5.14}, {kTca, 912.69 / 789.48, 4.89}}}},
-       {0.9, 4, {{{kMacko, 1414.33 / 789.87, 2.45}, {kTca, 960.47 / 789.48, 2.48}}}},
+       {0.5, 4,
+        {{{kMackoTcaODenseD, 847.05 / 789.87, 9.00},
+          {kTca, 871.01 / 787.14, 7.30},
+          {kMacko, 774.61 / 787.46, 8.12}}}},
+       {0.7, 4, {{{kMacko, 994.80 / 787.46, 5.14}, {kTca, 967.84 / 787.14, 4.89}}}},
+       {0.9, 4, {{{kMacko, 1407.66 / 787.46, 2.45}, {kTca, 1022.12 / 787.14, 2.48}}}},
        {0.5, 8,
-        {{{kDense, 1549.6 / 1544.9, 12.55},
-          {kTca, 1527.9 / 1541.8, 7.30},
-          {kTcaDenseO, 1559.57 / 1546.63, 7.74}}}},
-       {0.7, 8, {{{kTcaDenseO, 1665.2 / 1544.9, 5.52}, {kTca, 1675.1 / 1541.8, 4.89}}}},
-       {0.9, 8, {{{kMacko, 1812.5 / 1544.9, 2.45}, {kTca, 1752.4 / 1541.8, 2.48}}}},
+        {{{kMacko, 1060.69 / 1548.91, 8.12},
+          {kTca, 1642.38 / 1541.31, 7.30},
+          {kTcaDenseO, 1617.22 / 1550.91, 7.74}}}},
+       {0.7, 8,
+        {{{kTcaDenseO, 1665.2 / 1544.9, 5.52},
+          {kTca, 1812.75 / 1541.31, 4.89},
+          {kMacko, 1410.88 / 1548.91, 5.14}}}},
+       {0.9, 8, {{{kMacko, 1876.50 / 1548.91, 2.45}, {kTca, 1877.54 / 1541.31, 2.48}}}},
        {0.5, 32, {{{kDense, 5073.1 / 5075.1, 12.55}, {kTca, 4516.4 / 5077.1, 7.30}}}},
        {0.7, 32,
         {{{kDense, 4995.4 / 5075.1, 12.55},
