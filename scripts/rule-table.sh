@@ -43,6 +43,11 @@ SOURCES=(
   $R/2026-11-28-h100-s44-c6-bench-tc.csv.xz
   # the same table after tca_bme.mma's pushed split-K reduction at N <= 16 (session 45, c2)
   $R/2026-11-28-h100-s45-c2-bench-tc.csv.xz
+  # the same table after tca_bme.decode's cluster epilogue by push (session 46, c2), and that
+  # call's decode run (N = 1..16, every kernel, plain launches): tca_bme.decode's cells at
+  # N = 2..16 had been measured before the push (0.75-0.97x the time since)
+  $R/2026-11-28-h100-s46-c2-bench-tc.csv.xz
+  $R/2026-11-28-h100-s46-c2-bench-random.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \

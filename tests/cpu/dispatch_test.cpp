@@ -263,6 +263,11 @@ TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
                                                               << k->reason;
         }
         for (int64_t n : {16, 32}) {
+          // At 16 tokens session 46's decode run measured tca_bme.decode within 0.1 % of
+          // tca_bme.mma on 4096 x 11008 (39.63 against 39.62 us at 50 %), so there, and in the
+          // medians over shapes, the cell may name either; down_proj (4096 x 11008) takes no
+          // input_rms in the engine, and the engine's shapes below keep tca_bme.mma.
+          if (n == 16 && rms && (l[0] == 0 || l[1] == 11008)) continue;
           for (bool dependent : {false, true}) {
             auto k = pick_kernel(Format::tca_bme, d, n, l[0], l[1], rms, dependent);
             ASSERT_TRUE(k.ok()) << at(d, l, n, rms);
@@ -291,7 +296,10 @@ TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
 // a format win. The 7B's gate_up (22016 x 4096, the 11008 x 4096 cells) at 50 % and 8 tokens is
 // the case that mattered: tca_bme.mma (plain launches only) measured 1.03x cuBLAS there, which
 // picked tca_bme, while the engine runs tca_bme.decode (0.96x) and its batch-8 decode ran 0.86x
-// dense with those picks (session 29); judged by tca_bme.decode the pick is dense.
+// dense with those picks (session 29); judged by tca_bme.decode the pick was dense. Since
+// tca_bme.decode's cluster epilogue by push (session 45) tca_bme.decode itself measures 1.09x
+// there (session 46's decode run), and the engine ran qkv / gate_up / down tca_bme with o_proj
+// dense at batch 8 1.043x dense (session 46 c1): the pick is tca_bme, by the kernel the engine runs.
 TEST(Dispatch, FormatPickJudgesTheKernelTheCallGets) {
   const int64_t shapes[][2] = {{0, 0},      {4096, 4096},  {12288, 4096},
                                {22016, 4096}, {4096, 11008}, {1024, 4096}};
@@ -320,8 +328,8 @@ TEST(Dispatch, FormatPickJudgesTheKernelTheCallGets) {
   EXPECT_GT(differs, 0) << "the table leaves kernels out of dependent launches, so some pick must "
                            "change with the launch";
   const FormatPick gate_up = pick_format(0.5, 8, false, 22016, 4096, true, true);
-  EXPECT_EQ(gate_up.format, Format::dense) << gate_up.reason;
-  EXPECT_NE(pick_format(0.5, 8, false, 22016, 4096, true, false).kernel, "tca_bme.decode");
+  EXPECT_EQ(gate_up.format, Format::tca_bme) << gate_up.reason;
+  EXPECT_EQ(gate_up.kernel, "tca_bme.decode") << gate_up.reason;
 }
 
 // The engine's matmuls from tensor names (Llama, Mistral, Qwen2 naming), and their pick: qkv and
@@ -396,8 +404,12 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
       // Session 41 measured tca_bme on gate_up at batch 2 / 4 and on qkv / gate_up at batch 8
       // (a table with the streaming kernel's bulk copies picked them) 8-9 % slower than these.
       {50, 2, "macko", "tca_bme", "macko", "tca_bme"},
-      {50, 4, "macko", "tca_bme", "macko", "dense"},
-      {50, 8, "dense", "dense", "dense", "dense"},
+      // Session 46 (the table with its decode run, tca_bme.decode's push): down_proj at batch 4
+      // and qkv / gate_up / down at batch 8 moved from dense to tca_bme. The engine ran the
+      // batch-8 mix 1.043x dense (c1, 1617.22 against 1550.91 t/s) and the batch-4 one
+      // {BATCH4_MIX} (c3). The engine cells decide the 7B's layers there.
+      {50, 4, "macko", "tca_bme", "macko", "tca_bme"},
+      {50, 8, "tca_bme", "dense", "tca_bme", "tca_bme"},
       {50, 32, "dense", "dense", "dense", "dense"},
       {70, 1, "macko", "tca_bme", "macko", "macko"},
       {70, 2, "macko", "macko", "macko", "macko"},
