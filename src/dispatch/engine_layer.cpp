@@ -64,8 +64,11 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model of
 // its own process), after tca_bme.decode's cluster epilogue by push (session 45); qkv / gate_up
 // macko with o / down tca_bme at batch 4 / 50 % (the regenerated rule table's per-matmul picks
-// there) is call c3 (c3/mix-b4.log, dense 788.75 t/s); the other mixes at batch 4 / 50 % and
-// batch 8 / 70 % stay session 42's.
+// there) is call c3 (c3/mix-b4.log, dense 788.75 t/s); qkv / gate_up macko with o / down tca_bme at
+// batch 8 / 90 % is call c6 (c6/mix-mtmt.log, same command with `--sparsity 0,0.9 -b 4,8`): macko
+// runs the tall matmuls faster at N = 8, tca_bme.decode the 4096-row ones in the engine's chain
+// (the step without down_proj: 34.8 us of it per layer with macko, c5); the other mixes at batch
+// 4 / 50 % and batch 8 / 70 % stay session 42's.
 constexpr EngineModelCells kModels[] = {
     {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
@@ -85,7 +88,10 @@ constexpr EngineModelCells kModels[] = {
         {{{kTcaDenseO, 1665.2 / 1544.9, 5.52},
           {kTca, 1812.75 / 1541.31, 4.89},
           {kMacko, 1410.88 / 1548.91, 5.14}}}},
-       {0.9, 8, {{{kMacko, 1876.50 / 1548.91, 2.45}, {kTca, 1877.54 / 1541.31, 2.48}}}},
+       {0.9, 8,
+        {{{kMacko, 1876.50 / 1548.91, 2.45},
+          {kTca, 1877.54 / 1541.31, 2.48},
+          {kMackoTcaOD, 1981.03 / 1549.58, 2.45}}}},
        {0.5, 32, {{{kDense, 5073.1 / 5075.1, 12.55}, {kTca, 4516.4 / 5077.1, 7.30}}}},
        {0.7, 32,
         {{{kDense, 4995.4 / 5075.1, 12.55},
