@@ -58,17 +58,16 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // dense 5090.13 t/s), and at 70 % the mean of that run and call c2's of the same mix as `--format
 // fastest` (c2/gt/extra.log, 5091.80 against dense 5099.75: 0.998x): a memory gain (0.58x the
 // weights) at dense speed. Before the warp tiles the same mix ran 0.961x dense at 70 % (session 43 c4).
-// Batch 4 and 8 every layer tca_bme and every layer macko (all three sparsities), and the picks at
-// 50 % (every layer tca_bme at batch 4, o_proj dense and the rest tca_bme at batch 8) are session
-// 46's call c1 (bench/results/2026-11-28-h100-s46-logs.tar.xz, c1/cells-{tca_bme,macko,fastest}.log,
-// `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model of
-// its own process), after tca_bme.decode's cluster epilogue by push (session 45); qkv / gate_up
-// macko with o / down tca_bme at batch 4 / 50 % (the regenerated rule table's per-matmul picks
-// there) is call c3 (c3/mix-b4.log, dense 788.75 t/s); qkv / gate_up macko with o / down tca_bme at
-// batch 8 / 90 % is call c6 (c6/mix-mtmt.log, same command with `--sparsity 0,0.9 -b 4,8`): macko
-// runs the tall matmuls faster at N = 8, tca_bme.decode the 4096-row ones in the engine's chain
-// (the step without down_proj: 34.8 us of it per layer with macko, c5); the other mixes at batch
-// 4 / 50 % and batch 8 / 70 % stay session 42's.
+// Session 46 (bench/results/2026-11-28-h100-s46-logs.tar.xz), after tca_bme.decode's cluster
+// epilogue by push: every layer tca_bme and every layer macko at batch 4 and 8, and o_proj dense
+// with the rest tca_bme at batch 8 / 50 % (the picks then), are call c1 (c1/cells-*.log,
+// `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model
+// of its own process); qkv / gate_up macko with o / down tca_bme is call c3 at batch 4 / 50 % (c3/mix-b4.log,
+// the regenerated rule table's per-matmul picks there) and call c6 at batch 8 / 90 %
+// (c6/mix-mtmt.log, `--sparsity 0,0.9 -b 4,8`). At N = 8 macko runs the tall matmuls faster and
+// tca_bme.decode the 4096-row ones: in c5's per-op costs down_proj took 34.8 us a layer with macko
+// in the engine, as long as dense's. The other mixes at batch 4 / 50 % and batch 8 / 70 % stay
+// session 42's.
 constexpr EngineModelCells kModels[] = {
     {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},

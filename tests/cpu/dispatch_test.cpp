@@ -299,7 +299,8 @@ TEST(Dispatch, TcaBmeEngineRunsDecodeUpToEightTokensAndMmaAtThirtyTwo) {
 // dense with those picks (session 29); judged by tca_bme.decode the pick was dense. Since
 // tca_bme.decode's cluster epilogue by push (session 45) tca_bme.decode itself measures 1.09x
 // there (session 46's decode run), and the engine ran qkv / gate_up / down tca_bme with o_proj
-// dense at batch 8 1.043x dense (session 46 c1): the pick is tca_bme, by the kernel the engine runs.
+// dense at batch 8 1.043x dense (session 46 c1): the pick is tca_bme, by the kernel the engine
+// runs.
 TEST(Dispatch, FormatPickJudgesTheKernelTheCallGets) {
   const int64_t shapes[][2] = {{0, 0},      {4096, 4096},  {12288, 4096},
                                {22016, 4096}, {4096, 11008}, {1024, 4096}};
@@ -406,9 +407,9 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
       {50, 2, "macko", "tca_bme", "macko", "tca_bme"},
       // Session 46 (the table with its decode run, tca_bme.decode's push): down_proj at batch 4
       // and qkv / gate_up / down at batch 8 moved from dense to tca_bme. The engine ran the
-      // batch-8 mix 1.043x dense (c1, 1617.22 against 1550.91 t/s) and the batch-4 one
-      // 1.056x dense (c3, 832.71 against 788.75), every layer tca_bme
-      // 1.107x (c1). The engine cells decide the 7B's layers there.
+      // batch-8 mix 1.043x dense (c1, 1617.22 against 1550.91 t/s) and the batch-4 one 1.056x
+      // (c3, 832.71 against 788.75); every layer tca_bme ran faster at both (1.066x, 1.107x),
+      // and the engine cells decide the 7B's layers there.
       {50, 4, "macko", "tca_bme", "macko", "tca_bme"},
       {50, 8, "tca_bme", "dense", "tca_bme", "tca_bme"},
       {50, 32, "dense", "dense", "dense", "dense"},
