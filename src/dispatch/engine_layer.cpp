@@ -61,10 +61,10 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // Session 46 (bench/results/2026-11-28-h100-s46-logs.tar.xz), after tca_bme.decode's cluster
 // epilogue by push: every layer tca_bme and every layer macko at batch 4 and 8, and o_proj dense
 // with the rest tca_bme at batch 8 / 50 % (the picks then), are call c1 (c1/cells-*.log,
-// `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model
-// of its own process); qkv / gate_up macko with o / down tca_bme is call c3 at batch 4 / 50 % (c3/mix-b4.log,
-// the regenerated rule table's per-matmul picks there) and call c6 at batch 8 / 90 %
-// (c6/mix-mtmt.log, `--sparsity 0,0.9 -b 4,8`). At N = 8 macko runs the tall matmuls faster and
+// `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model of
+// its own process); qkv / gate_up macko with o / down tca_bme is call c3 at batch 4 / 50 %
+// (c3/mix-b4.log, the regenerated rule table's per-matmul picks there) and call c6 at batch 8 / 90
+// % (c6/mix-mtmt.log, `--sparsity 0,0.9 -b 4,8`). At N = 8 macko runs the tall matmuls faster and
 // tca_bme.decode the 4096-row ones: in c5's per-op costs down_proj took 34.8 us a layer with macko
 // in the engine, as long as dense's. The other mixes at batch 4 / 50 % and batch 8 / 70 % stay
 // session 42's.
