@@ -63,11 +63,11 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // with the rest tca_bme at batch 8 / 50 % (the picks then), are call c1 (c1/cells-*.log,
 // `--sparsity 0,0.5,0.7,0.9 -p 512 -n 32 -b 4,8 -r 2 --format F`, each against the dense model of
 // its own process); qkv / gate_up macko with o / down tca_bme is call c3 at batch 4 / 50 %
-// (c3/mix-b4.log, the regenerated rule table's per-matmul picks there) and call c6 at batch 8 / 90
-// % (c6/mix-mtmt.log, `--sparsity 0,0.9 -b 4,8`). At N = 8 macko runs the tall matmuls faster and
-// tca_bme.decode the 4096-row ones: in c5's per-op costs down_proj took 34.8 us a layer with macko
-// in the engine, as long as dense's. The other mixes at batch 4 / 50 % and batch 8 / 70 % stay
-// session 42's.
+// (c3/mix-b4.log, the regenerated rule table's per-matmul picks there) and call c6 at batch
+// 8 / 90 % (c6/mix-mtmt.log, `--sparsity 0,0.9 -b 4,8`). At N = 8 macko runs the tall matmuls
+// faster and tca_bme.decode the 4096-row ones: in c5's per-op costs down_proj took 34.8 us a layer
+// with macko in the engine, as long as dense's. The other mixes at batch 4 / 50 % and batch
+// 8 / 70 % stay session 42's.
 constexpr EngineModelCells kModels[] = {
     {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
