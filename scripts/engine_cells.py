@@ -13,11 +13,12 @@ within 5 % of the fastest (kBytesTieMargin), the fewest weight GiB.
   scripts/engine_cells.py --self-test
 """
 import argparse
+import io
 import re
 import sys
 
-ROW = re.compile(r"^\|\s*(?P<model>[^|]+?)\s*\|\s*(?P<gib>[0-9.]+)\s*GiB\s*\|\s*(?P<sparsity>[0-9.]+)\s*\|"
-                 r"\s*\w+\s*\|\s*(?P<batch>\d+)\s*\|\s*(?P<test>\w+)\s*\|\s*(?P<tps>[0-9.]+)")
+from engine_roles import ROW  # a bench-model table row (model, size, sparsity, ..., tgN, t/s)
+
 FORMAT = re.compile(r"^# format:\s*(?P<format>\S+)\s*$")
 BYTES_TIE_MARGIN = 1.05  # rule_cells.hpp's kBytesTieMargin
 ROLES = ("qkv", "o", "gate_up", "down")
@@ -38,7 +39,7 @@ def assignment(fmt):
     return "".join(LETTER[parts[r]] for r in ROLES)
 
 
-def read_log(lines, name):
+def read_log(lines, name, test="tg32"):
     """(format, {(sparsity, batch): (tps, gib)}) of one log's rows of the asked test."""
     fmt, rows = None, {}
     for line in lines:
@@ -47,14 +48,12 @@ def read_log(lines, name):
             fmt = m["format"]
             continue
         m = ROW.match(line)
-        if m and m["test"] == read_log.test:
-            rows[(m["sparsity"], int(m["batch"]))] = (float(m["tps"]), float(m["gib"]))
+        if m and m["test"] == test:
+            gib = float(m["size"].split()[0])  # "7.30 GiB"
+            rows[(m["sparsity"], int(m["batch"]))] = (float(m["tps"]), gib)
     if fmt is None:
         sys.exit(f"engine_cells.py: {name} has no '# format: F' line (scripts/engine-cells.sh writes it)")
     return fmt, rows
-
-
-read_log.test = "tg32"
 
 
 def cells(logs):
@@ -151,15 +150,10 @@ def self_test():
     far = [("a", "TTTT", 0, 0, 1.25, 2.48), ("b", "MMMM", 0, 0, 1.16, 2.45)]
     assert pick(near)[1] == "MMMM" and pick(far)[1] == "TTTT"
 
-    class Sink:
-        text = ""
-
-        def write(self, s):
-            Sink.text += s
-
-    report(table, Sink())
+    text = io.StringIO()
+    report(table, text)
     assert "{0.9, 8, {{{kTca, 1877.54 / 1541.31, 2.48}, {kMacko, 1876.50 / 1548.91, 2.45}, " \
-           "{kMackoTcaOD, 1981.03 / 1549.58, 2.45}}}}," in Sink.text, Sink.text
+           "{kMackoTcaOD, 1981.03 / 1549.58, 2.45}}}}," in text.getvalue(), text.getvalue()
     print("engine_cells.py: self-test passed")
 
 
@@ -174,12 +168,11 @@ def main(argv):
         return
     if not a.logs:
         ap.error("give one or more logs")
-    read_log.test = a.test
     logs = []
     for path in a.logs:
         try:
             with open(path) as f:
-                logs.append(read_log(f.read().splitlines(), path))
+                logs.append(read_log(f.read().splitlines(), path, a.test))
         except OSError as e:
             sys.exit(f"engine_cells.py: {e}")
     table = cells(logs)
