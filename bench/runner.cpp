@@ -23,6 +23,7 @@
 #include "core/cuda_check.hpp"
 #include "kernels/dense/cublas.hpp"
 #include "kernels/kernel.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/patterns.hpp"
 #include "sparrow/reference.hpp"
 #include "sparrow/version.hpp"
@@ -248,6 +249,9 @@ int run_bench(const BenchOptions& opt) {
   header.push_back("read bandwidth (ceiling): " + std::to_string(int(std::lround(read_gbps))) +
                    " GB/s (streaming read of 1 GiB, median of 20)");
   header.push_back(std::string("sparrow ") + kVersion + ", git " + git_revision());
+  // Whose measurements matmul's picks (the matmul(FORMAT) rows) come from on this GPU.
+  header.push_back(std::string("rule table: measured on ") + rule_table_gpu() + " (" +
+                   rule_table_date() + ")");
   header.push_back("command: " + opt.command_line);
   header.push_back("date: " + utc_now());
   header.push_back(std::string("dtype: ") + dtype_name(opt.dtype) + ", reps " +

@@ -12,7 +12,7 @@ else the medians over shapes; src/dispatch/rule_table.cpp) and reports:
 With the table generated from the same CSVs this is an in-sample check; against a run the table
 was not made from (another session's run of the same shapes) it measures how well the choices
 carry over between runs. A run made with --dependent-launch is replayed as dependent launches:
-the table's dependent-launch cells first, up to its SPARROW_RULE_TABLE_DEPENDENT_MAX_N, and
+the table's dependent-launch cells first, up to its kDependentMaxN, and
 there a sparse format must beat the fastest dense cell measured that way. --medians replays the lookup without shapes (every query takes the
 medians over shapes), as tables before session 20 did.
 
@@ -38,7 +38,7 @@ def load_cells(path):
     """(format, kernel, n, sparsity, speedup, rows, cols, plain_only, dependent), and the largest N
     the dependent cells answer; rows = cols = 0: the median over shapes; plain_only: a dependent
     launch skips the cell; dependent: measured with dependent launches, read only by them, first
-    (rule_table.cpp's Cell, SPARROW_RULE_TABLE_DEPENDENT_MAX_N)."""
+    (rule_cells.hpp's RuleCell, the table's kDependentMaxN)."""
     cells, dependent_max_n = [], float("inf")
     for line in open(path):
         m = re.match(r'\{Format::(\w+), "([\w.]+)", (\d+), ([\d.]+), (\d+), (\d+), ([\d.]+), (\d+)'
@@ -46,7 +46,7 @@ def load_cells(path):
         if m:
             cells.append((m[1], m[2], int(m[3]), float(m[4]), float(m[7]), int(m[5]), int(m[6]),
                           m[9] == "true", m[10] == "true"))
-        d = re.match(r"#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N (\d+)", line)
+        d = re.match(r"constexpr int64_t kDependentMaxN = (\d+);", line)
         if d:
             dependent_max_n = int(d[1])
     return cells, dependent_max_n

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Builds src/dispatch/rule_table_data.inc from `sparrow bench` CSV files.
+"""Builds one GPU's rule table (src/dispatch/rule_table_<gpu>.inc) from `sparrow bench` CSV files.
 
 Each output row is one (format, kernel, N, sparsity, shape) cell: the kernel's speedup against
 cuBLAS measured in the same run on that M x K (the median of its rows), plus one cell per
 (format, kernel, N, sparsity) with shape 0 x 0: the median over the benchmarked shapes. The
 dispatcher reads these rows to pick a kernel per (format, N, shape) and a format per layer: a
 weight near a measured shape (rule_table.cpp says how near) takes that shape's cells, any other
-weight the medians. Only rows with status ok are used.
+weight the medians. Only rows with status ok are used. Every file must come from one GPU (its
+`# gpu:` header line): the table says which GPU it was measured on, and src/dispatch/
+shipped_tables.cpp answers a lookup from the table of the GPU it runs on.
 
 usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...]
            [--leave-out-dependent KERNEL:NMAX:REASON ...] [--dependent-up-to NMAX:REASON]
@@ -26,7 +28,7 @@ the query (rule_table.cpp), plain launches never. Such a run should time every k
 formats it covers (`--formats best`), since a dependent launch then chooses among those alone,
 and dense.gemv, whose cells become the bar a sparse format must beat on a dependent launch.
 --dependent-up-to keeps such cells only at N <= NMAX and has them answer dependent launches of
-N <= NMAX only (SPARROW_RULE_TABLE_DEPENDENT_MAX_N); above it dependent launches read the
+N <= NMAX only (the table's kDependentMaxN); above it dependent launches read the
 plain-launch cells, as before those runs: for where the engine contradicted them.
 """
 import statistics
@@ -53,14 +55,19 @@ def main() -> int:
         else:
             paths.append(a)
     cells = {}
-    gpu, dates = "unknown", set()
+    gpu, dates = None, set()
     for path in paths:  # a later file's cells replace an earlier file's (newer measurements win)
         file_cells = {}
         header, rows = bench_csv.read(path)
         dependent = any(l.startswith("# dependent launch: on") for l in header)
         for l in header:
             if l.startswith("# gpu:"):
-                gpu = l[len("# gpu:"):].strip().split(" (")[0]
+                file_gpu = l[len("# gpu:"):].strip().split(" (")[0]
+                if gpu is not None and file_gpu != gpu:
+                    print("make_rule_table.py: %s was measured on %s, the files before it on %s: "
+                          "one table holds one GPU's runs" % (path, file_gpu, gpu), file=sys.stderr)
+                    return 1
+                gpu = file_gpu
             elif l.startswith("# date:"):
                 dates.add(l[len("# date:"):].strip()[:10])
         for row in rows:
@@ -101,9 +108,11 @@ def main() -> int:
         if dependent_up_to:
             out.write("// Dependent-launch cells answer N <= %d only (above: the plain-launch cells): %s\n"
                       % dependent_up_to)
-            out.write("#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N %d\n" % dependent_up_to[0])
-        out.write('#define SPARROW_RULE_TABLE_GPU "%s"\n' % gpu)
-        out.write('#define SPARROW_RULE_TABLE_DATE "%s"\n' % ",".join(sorted(dates)))
+        out.write('constexpr const char* kGpu = "%s";\n' % (gpu or "unknown"))
+        out.write('constexpr const char* kDate = "%s";\n' % ",".join(sorted(dates)))
+        out.write("constexpr int64_t kDependentMaxN = %s;\n"
+                  % (dependent_up_to[0] if dependent_up_to else "INT64_MAX"))
+        out.write("const RuleCell kCells[] = {\n")
         rows = [(k, v, 1) for k, v in shaped.items()]
         rows += [(k, statistics.median(v), len(v)) for k, v in over.items()]
         for (fmt, kernel, n, s, m, kk, dep), v, count in sorted(rows):
@@ -111,6 +120,7 @@ def main() -> int:
             flags = ", false, true" if dep else (", true" if marked else "")
             out.write('{Format::%s, "%s", %d, %.2f, %d, %d, %.4f, %d%s},\n'
                       % (fmt, kernel, n, s, m, kk, v, count, flags))
+        out.write("};\n")
     print("wrote %d cells (%d per shape, %d over shapes) to %s"
           % (len(rows), len(shaped), len(over), out_path))
     return 0

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates src/dispatch/rule_table_data.inc: the measured runs it is made from (later files win
-# per cell) and the kernels it leaves out where the engine contradicted the kernel bench. Edit the
+# Regenerates the shipped rule tables, one per GPU (src/dispatch/rule_table_<gpu>.inc; a lookup
+# reads the table of the GPU it runs on, src/dispatch/shipped_tables.cpp): the measured runs each
+# is made from (later files win per cell; one GPU's runs per table) and the kernels it leaves out
+# where the engine contradicted the kernel bench. Edit the
 # lists here, not the generated file, so the next regeneration keeps them. A leave-out for dependent
 # launches only (--leave-out-dependent) keeps the kernel for plain launches, which the table's runs
 # measured. A run made with `sparrow bench --dependent-launch --formats best` may be listed too:
@@ -8,6 +10,9 @@
 # launches (the engine's) where they cover the query (src/dispatch/rule_table.cpp).
 #
 #   scripts/rule-table.sh            then rebuild; scripts/check_dispatch.py replays its choices
+#
+# The leave-outs were measured in the engine on the H100; the H200 table (same chip, faster memory)
+# takes them too until the engine contradicts them there.
 #
 # After a rebuild the CPU test Dispatch.ShippedTableKeepsTheEngineMeasuredPicks names every engine
 # pick (Llama-2-7B's four matmuls at batch 1..32) the new table changed: measure those in the engine
@@ -19,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=bench/results
-SOURCES=(
+H100_SOURCES=(
   $R/2026-11-24-h100-s14-call6-bench-tca_bme.csv
   $R/2026-11-24-h100-s15-call13-bench-tc.csv
   $R/2026-11-25-h100-s18-c5-bench-random.csv
@@ -49,6 +54,14 @@ SOURCES=(
   $R/2026-11-28-h100-s46-c2-bench-tc.csv.xz
   $R/2026-11-28-h100-s46-c2-bench-random.csv.xz
 )
+# NVIDIA H200 (from session 47, when the lent GPU became an H200): the decode run (N = 1..16, every
+# kernel), the tensor-core run (N = 8..512) and the dependent-launch runs (N = 1, 2) on the 7B
+# engine's stacked shapes and 11008x4096, 28672x8192, all of session 47's first call.
+H200_SOURCES=(
+  $R/2026-11-28-h200-s47-c1-bench-random.csv.xz
+  $R/2026-11-28-h200-s47-c1-bench-tc.csv.xz
+  $R/2026-11-28-h200-s47-c1-dl-*.csv.xz
+)
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
 session 13), on the 4096- and 11008-row layers 1325 / 1490 / 1651 against 1437 / 1576 / 1765 \
@@ -70,9 +83,16 @@ on qkv / gate_up / down) 1477.8 against dense 1531.7 where the bench put tca_bme
 ahead of dense.gemv, at batch 32 (tca_bme.mma on qkv / gate_up at 90 %) 4814.8 against dense \
 5120.7 where the bench put it 1.04-1.12x ahead of cuBLAS; with the norm not folded (c4) the \
 batch-8 and batch-32 losses stayed"
-python3 scripts/make_rule_table.py src/dispatch/rule_table_data.inc \
-  --dependent-up-to "2:$DEP2" \
-  --leave-out-dependent "tca_bme.mma:8:$MMA8" \
-  --leave-out "tca_bme.wgmma:32:$WGMMA32" \
-  --leave-out "tca_bme.wgmma_smem:8:as tca_bme.wgmma at N <= 8" \
-  "${SOURCES[@]}"
+# One GPU's table: OUT.inc, then that GPU's runs.
+table() {
+  local out=$1
+  shift
+  python3 scripts/make_rule_table.py "$out" \
+    --dependent-up-to "2:$DEP2" \
+    --leave-out-dependent "tca_bme.mma:8:$MMA8" \
+    --leave-out "tca_bme.wgmma:32:$WGMMA32" \
+    --leave-out "tca_bme.wgmma_smem:8:as tca_bme.wgmma at N <= 8" \
+    "$@"
+}
+table src/dispatch/rule_table_h100.inc "${H100_SOURCES[@]}"
+table src/dispatch/rule_table_h200.inc "${H200_SOURCES[@]}"

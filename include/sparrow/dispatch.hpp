@@ -1,13 +1,17 @@
 // How sparrow chooses: which kernel `matmul` runs for a weight (per format and N), and which
-// format a layer should be stored in. Both come from a shipped rule table of measurements
-// (src/dispatch/rule_table_data.inc, generated from `sparrow bench` CSV by
-// scripts/make_rule_table.py; scripts/rule-table.sh lists the runs and the engine-measured
-// exceptions), and every choice carries the reason it was made.
+// format a layer should be stored in. Both come from a shipped rule table of measurements, one per
+// GPU they were measured on (src/dispatch/rule_table_<gpu>.inc, generated from `sparrow bench` CSV
+// by scripts/make_rule_table.py; scripts/rule-table.sh lists the runs and the engine-measured
+// exceptions): a lookup reads the table of the GPU that is the calling thread's current CUDA
+// device, the first shipped table (the H100's) when there is none or no table was measured on it,
+// or the one SPARROW_RULE_TABLE_GPU names (a GPU name as rule_table_gpus() lists them: to plan
+// for a GPU on a machine without it). Every choice carries the reason it was made.
 #pragma once
 
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sparrow/weight.hpp"
 
@@ -96,8 +100,14 @@ struct EngineMatmulLayers {
 std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers, 4>& layer,
                                             int64_t n, bool allow_nm = false);
 
-// The GPU and date the shipped table was measured on.
+// The GPU and dates of the shipped table that answers lookups on this thread now.
 const char* rule_table_gpu();
 const char* rule_table_date();
+// The GPUs sparrow ships rule tables for, the default first.
+std::vector<std::string> rule_table_gpus();
+// Ok unless SPARROW_RULE_TABLE_GPU is set to a GPU no shipped table was measured on; then an
+// invalid_argument that names the shipped ones (the lookups then ignore the variable, with one
+// warning on stderr). The CLI checks it before any work.
+Status rule_table_env_status();
 
 }  // namespace sparrow

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "dispatch/rule_cells.hpp"
@@ -27,8 +28,11 @@ struct EngineLayerCell {
   int64_t batch;
   std::array<Assignment, 3> measured;
 };
-// A model's decoder layer (the stacked qkv rows, hidden and intermediate sizes) and its cells.
+// A model's decoder layer (the stacked qkv rows, hidden and intermediate sizes) and its cells,
+// measured on one GPU: they answer only where the rule table of that GPU does (shipped_tables.hpp),
+// since the engine's speed against dense moves with the GPU as the kernels' does.
 struct EngineModelCells {
+  const char* gpu;  // cudaDeviceProp::name, as the rule tables name their GPU
   int64_t qkv_rows, hidden, intermediate;
   const char* source;
   std::array<EngineLayerCell, 12> cells;
@@ -69,7 +73,8 @@ constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMac
 // with macko in the engine, as long as dense's. The other mixes at batch 4 / 50 % and batch
 // 8 / 70 % stay session 42's.
 constexpr EngineModelCells kModels[] = {
-    {12288, 4096, 11008, "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
+    {"NVIDIA H100 80GB HBM3", 12288, 4096, 11008,
+     "H100 80GB HBM3, Llama-2-7B engine runs of sessions 42 to 46",
      {{{0.5, 2, {{{kMackoTcaOD, 492.51 / 398.32, 7.83}, {kTca, 435.61 / 397.37, 7.30}}}},
        {0.7, 2, {{{kMacko, 595.26 / 398.32, 5.14}, {kTca, 503.48 / 397.37, 4.89}}}},
        {0.9, 2, {{{kMacko, 831.91 / 398.32, 2.45}, {kTca, 543.57 / 397.37, 2.48}}}},
@@ -136,7 +141,7 @@ std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers,
   if (elements > 0 && !allow_nm) {
     const double sparsity = 1.0 - nonzeros / elements;
     for (const auto& mc : kModels) {
-      if (!layer_near(layer, mc)) continue;
+      if (std::strcmp(mc.gpu, rule_table_gpu()) != 0 || !layer_near(layer, mc)) continue;
       for (const auto& c : mc.cells) {
         const double d = std::fabs(c.sparsity - sparsity);
         if (c.batch != n || d > kMaxSparsityDistance) continue;

@@ -28,6 +28,7 @@
 
 #include "dispatch/choose.hpp"
 #include "dispatch/rule_cells.hpp"
+#include "dispatch/shipped_tables.hpp"
 #include "kernels/kernel.hpp"
 #include "sparrow/dispatch.hpp"
 
@@ -45,25 +46,14 @@ using Cell = RuleCell;
 // for another reason too, also on o_proj where no norm is folded (scripts/rule-table.sh).
 constexpr double kFoldedNormMargin = 1.10;
 
-const Cell kCells[] = {
-#include "dispatch/rule_table_data.inc"
-};
-// The largest N whose dependent launches read the dependent-launch cells (scripts/rule-table.sh's
-// --dependent-up-to, where the engine contradicted them above it); larger N read the plain-launch
-// cells. Without the limit a cell answers N within 2x of its own, so dropping the cells above the
-// limit alone would not do.
-#ifndef SPARROW_RULE_TABLE_DEPENDENT_MAX_N
-#define SPARROW_RULE_TABLE_DEPENDENT_MAX_N INT64_MAX
-#endif
-
-// One format's cells: make_rule_table.py writes the table sorted by format, so they are one run of
-// kCells, and a lookup scans that run only (the whole table cost matmul ~3 us per call on a 2-core
-// host; the lookups still check each cell's format, so an unsorted table stays correct).
+// One format's cells: make_rule_table.py writes a table sorted by format, so they are one run of
+// its cells, and a lookup scans that run only (the whole table cost matmul ~3 us per call on a
+// 2-core host; the lookups still check each cell's format, so an unsorted table stays correct).
 struct CellRun {
   const Cell* first = nullptr;
   const Cell* last = nullptr;  // one past the end
   bool any_dependent = false;  // a cell measured with dependent launches is among them
-  int64_t dependent_max_n = SPARROW_RULE_TABLE_DEPENDENT_MAX_N;  // they answer N up to this
+  int64_t dependent_max_n = INT64_MAX;  // they answer N up to this
   const Cell* begin() const { return first; }
   const Cell* end() const { return last; }
 };
@@ -80,10 +70,17 @@ CellRuns runs_of(const Cell* cells, size_t count, int64_t dependent_max_n) {
   return r;
 }
 const CellRuns* g_test_runs = nullptr;  // ScopedRuleTable's table, while one lives
+// The cells of format f in the table that answers now: a test's, else the shipped table of this
+// GPU (shipped_tables.hpp).
 const CellRun& cells_of(Format f) {
-  static const CellRuns shipped =
-      runs_of(kCells, std::size(kCells), SPARROW_RULE_TABLE_DEPENDENT_MAX_N);
-  return (g_test_runs ? *g_test_runs : shipped)[size_t(f)];
+  if (g_test_runs) return (*g_test_runs)[size_t(f)];
+  static const std::vector<CellRuns> shipped = [] {
+    std::vector<CellRuns> r;
+    for (const ShippedRuleTable& t : shipped_rule_tables())
+      r.push_back(runs_of(t.cells, t.count, t.dependent_max_n));
+    return r;
+  }();
+  return shipped[size_t(&active_rule_table() - shipped_rule_tables().data())][size_t(f)];
 }
 
 // Whether kernel k honours MatmulOptions::input_rms on weight w at N = n (no weight: whether it
@@ -270,8 +267,8 @@ ScopedRuleTable::~ScopedRuleTable() {
   g_test_runs = nullptr;
 }
 
-const char* rule_table_gpu() { return SPARROW_RULE_TABLE_GPU; }
-const char* rule_table_date() { return SPARROW_RULE_TABLE_DATE; }
+const char* rule_table_gpu() { return active_rule_table().gpu; }
+const char* rule_table_date() { return active_rule_table().date; }
 
 double density_of(const Weight& w) {
   const Shape& s = shape_of(w);

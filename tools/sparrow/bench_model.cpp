@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sparrow/commands.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/engine/generate.hpp"
 #include "sparrow/engine/transform.hpp"
 #include "sparrow/io/synth.hpp"
@@ -153,6 +154,7 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
                model->name.c_str(), std::max(0.0, sparsity), now_s() - t_build,
                formats.empty() ? ""
                                : (" (fastest at N = " + std::to_string(group.pick_n) +
+                                  " by the rule table of " + rule_table_gpu() +
                                   ", layer weights: " + formats + ")")
                                      .c_str());
   // Synthetic weights have no zeros of their own, so the mask's sparsity is exact; a loaded
@@ -322,6 +324,7 @@ int run_bench_model(const BenchModelArgs& a) {
     out["version"] = kVersion;
     cudaDeviceProp prop{};
     if (gpu && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) out["gpu"] = prop.name;
+    out["rule_table_gpu"] = rule_table_gpu();
     out["note"] = "t/s counts tokens of all sequences of a batch; tg runs from an empty cache";
     out["rows"] = rows;
     std::printf("%s\n", out.dump(2).c_str());

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "sparrow/dispatch.hpp"
 #include "sparrow/version.hpp"
 #include "sparrow/commands.hpp"  // tools/sparrow/commands.hpp
 
@@ -22,6 +23,14 @@ int main(int argc, char** argv) {
   sparrow::cli::register_synth(app, exit_code);
   sparrow::cli::register_prune(app, exit_code);
   sparrow::cli::register_bench(app, exit_code);
+  // Every command that plans or runs matmuls reads the rule tables: a SPARROW_RULE_TABLE_GPU that
+  // names no shipped table stops it before any work (after --help and --version, which need none).
+  app.parse_complete_callback([] {
+    if (auto s = sparrow::rule_table_env_status(); !s.ok()) {
+      std::fprintf(stderr, "sparrow: %s\n", s.message().c_str());
+      throw CLI::RuntimeError(sparrow::cli::kExitBadArgs);
+    }
+  });
 
   try {
     app.parse(argc, argv);
@@ -31,6 +40,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // the message is printed already
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "sparrow: %s (see sparrow --help)\n", e.what());
     return sparrow::cli::kExitBadArgs;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sparrow/commands.hpp"
+#include "sparrow/dispatch.hpp"
 #include "sparrow/progress.hpp"
 #include "sparrow/prune.hpp"
 
@@ -123,7 +124,8 @@ void register_prune(CLI::App& app, int& exit_code) {
       "N:M) that can encode it, and keeps the layer dense when none is smaller than dense. "
       "--format fastest picks, per matmul of the GPU engine (q/k/v stacked, o, gate/up "
       "stacked, down), the format the engine decodes fastest at --batch tokens (the shipped "
-      "rule table, measured on one GPU; for a layer whose shapes and batch whole-model engine "
+      "rule table of this machine's GPU, of the GPU SPARROW_RULE_TABLE_GPU names, or without "
+      "either the " + rule_table_gpus().front() + "'s; for a layer whose shapes and batch whole-model engine "
       "runs cover, the four matmuls' assignment those runs measured fastest), and keeps it dense "
       "where no sparse kernel measured faster than cuBLAS. qkv=F,o=F,gate_up=F,down=F names a format per engine matmul (q, k, v "
       "take qkv's, gate and up gate_up's), as bench-model's --format does.\n"
