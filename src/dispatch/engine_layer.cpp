@@ -42,6 +42,7 @@ constexpr Format D = Format::dense, T = Format::tca_bme, M = Format::macko;
 // Every matmul dense, tca_bme or macko; and the per-matmul picks' mixes (qkv, o, gate_up, down).
 constexpr std::array<Format, 4> kDense = {D, D, D, D}, kTca = {T, T, T, T}, kMacko = {M, M, M, M},
                                 kTcaDenseO = {T, D, T, T}, kMackoTcaOD = {M, T, M, T},
+                                kMackoTcaO = {M, T, M, M},
                                 kMackoTcaODenseD = {M, T, M, D}, kTcaDenseOD = {T, D, T, D};
 
 // Llama-2-7B (synth, random pattern, `bench-model --synth llama2-7b --sparsity 0,0.5,0.7,0.9
@@ -105,6 +106,48 @@ constexpr EngineModelCells kModels[] = {
         {{{kDense, 4996.6 / 5075.1, 12.55},
           {kTca, 5382.57 / 5085.52, 2.48},
           {kTcaDenseOD, 5397.58 / 5090.13, 5.56}}}}}},
+    },
+    // Llama-2-7B on the H200 (session 47, bench/results/2026-11-28-h200-s47-logs.tar.xz), the same
+    // command as above with -b 1,2,4,8: every layer tca_bme and every layer macko are call c2's
+    // engine-cells.sh runs (c2/cells/*.log, each against the dense model of its own process);
+    // qkv / gate_up macko with o tca_bme at batch 1 (the H200 rule table's per-matmul picks there)
+    // is c2's engine stage (c2/gt/extra.log, `--format fastest`, dense 250.72 t/s in its process);
+    // qkv / gate_up macko with o / down tca_bme at batch 4 / 8 is call c3 (c3/cells/1.log). The
+    // per-matmul picks at batch 4 / 50 % and 8 / 70 % (dense, with tca_bme on down_proj) ran
+    // 0.768x and 0.789x dense (c2's engine stage): the dense matmuls after tca_bme.decode slow down
+    // under dependent launches (bench/NOTES-decode.md, sessions 31 and 47); these cells keep the
+    // 7B dense there. Batch 32 has no cell: the H200 table's per-matmul picks are dense.
+    {"NVIDIA H200", 12288, 4096, 11008, "H200, Llama-2-7B engine runs of session 47",
+     {{{0.5, 1,
+        {{{kMacko, 309.06 / 250.37, 8.12},
+          {kTca, 278.08 / 249.34, 7.30},
+          {kMackoTcaO, 313.90 / 250.72, 8.04}}}},
+       {0.7, 1,
+        {{{kMacko, 410.55 / 250.37, 5.14},
+          {kTca, 304.06 / 249.34, 4.89},
+          {kMackoTcaO, 422.50 / 250.72, 5.11}}}},
+       {0.9, 1, {{{kMacko, 576.07 / 250.37, 2.45}, {kTca, 330.03 / 249.34, 2.48}}}},
+       {0.5, 2, {{{kMacko, 517.79 / 495.79, 8.12}, {kTca, 475.17 / 493.45, 7.30}}}},
+       {0.7, 2, {{{kMacko, 647.27 / 495.79, 5.14}, {kTca, 520.21 / 493.45, 4.89}}}},
+       {0.9, 2, {{{kMacko, 866.44 / 495.79, 2.45}, {kTca, 556.38 / 493.45, 2.48}}}},
+       {0.5, 4, {{{kMacko, 783.43 / 983.08, 8.12}, {kTca, 935.86 / 977.80, 7.30}}}},
+       {0.7, 4,
+        {{{kMacko, 1006.95 / 983.08, 5.14},
+          {kTca, 971.71 / 977.80, 4.89},
+          {kMackoTcaOD, 1084.28 / 984.50, 5.04}}}},
+       {0.9, 4,
+        {{{kMacko, 1420.08 / 983.08, 2.45},
+          {kTca, 1022.10 / 977.80, 2.48},
+          {kMackoTcaOD, 1391.89 / 984.50, 2.45}}}},
+       {0.5, 8, {{{kMacko, 1067.68 / 1920.57, 8.12}, {kTca, 1754.78 / 1923.41, 7.30}}}},
+       {0.7, 8,
+        {{{kMacko, 1426.36 / 1920.57, 5.14},
+          {kTca, 1808.12 / 1923.41, 4.89},
+          {kMackoTcaOD, 1700.72 / 1919.60, 5.04}}}},
+       {0.9, 8,
+        {{{kMacko, 1908.61 / 1920.57, 2.45},
+          {kTca, 1859.75 / 1923.41, 2.48},
+          {kMackoTcaOD, 2019.57 / 1919.60, 2.45}}}}}},
     },
 };
 

@@ -88,27 +88,40 @@ TEST(ShippedTables, TheVariableChoosesTheTableAndTheReasonsNameIt) {
   EXPECT_NE(k->reason.find(kH100), std::string::npos) << k->reason;
 }
 
-// Another table answers while a test forces it: its cells, its name in the reasons, and none of
-// the engine cells, which were measured on the H100 (engine_layer.cpp): a 7B layer at batch 8 takes
-// the H200 table's per-matmul picks. The H100's table answers again afterwards.
+// Another table answers while a test forces it: its cells, its name in the reasons, and its own
+// engine cells (engine_layer.cpp), never the other GPU's: on the H200 a 7B layer at batch 1 and
+// 50 % takes the assignment its engine runs measured fastest (macko, tca_bme on o_proj), at batch
+// 8 / 50 % dense (no assignment beat dense there, where the H100's cells pick tca_bme), and at
+// batch 32, which no H200 cell covers, the H200 table's per-matmul picks. The H100's table answers
+// again afterwards.
 TEST(ShippedTables, EngineCellsAnswerOnlyOnTheirGpu) {
   const auto layer = llama2_7b_layer(0.5);
   const auto h100 = pick_engine_layer(layer, 8);
   EXPECT_EQ(h100[0].reason.rfind("engine cell", 0), 0u) << h100[0].reason;
+  EXPECT_NE(h100[0].reason.find("(H100"), std::string::npos) << h100[0].reason;
+  EXPECT_EQ(h100[0].format, Format::tca_bme) << h100[0].reason;
   {
     ScopedActiveRuleTable h200(kH200);
     EXPECT_STREQ(rule_table_gpu(), kH200);
-    const auto picks = pick_engine_layer(layer, 8);
+    const auto b8 = pick_engine_layer(layer, 8);
+    const auto b1 = pick_engine_layer(layer, 1);
+    const Format want_b1[4] = {Format::macko, Format::tca_bme, Format::macko, Format::macko};
     for (size_t i = 0; i < 4; ++i) {
-      EXPECT_EQ(picks[i].reason.find("engine cell"), std::string::npos) << picks[i].reason;
-      const FormatPick alone = layer[i].pick(8);
-      EXPECT_EQ(picks[i].format, alone.format) << i;
-      EXPECT_EQ(picks[i].kernel, alone.kernel) << i;
+      EXPECT_EQ(b8[i].format, Format::dense) << b8[i].reason;
+      EXPECT_NE(b8[i].reason.find("(H200"), std::string::npos) << b8[i].reason;
+      EXPECT_EQ(b1[i].format, want_b1[i]) << b1[i].reason;
+    }
+    const auto b32 = pick_engine_layer(layer, 32);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(b32[i].reason.find("engine cell"), std::string::npos) << b32[i].reason;
+      const FormatPick alone = layer[i].pick(32);
+      EXPECT_EQ(b32[i].format, alone.format) << i;
+      EXPECT_EQ(b32[i].kernel, alone.kernel) << i;
     }
     const auto k = pick_kernel(Format::macko, 0.3, 1, 4096, 4096);
     ASSERT_TRUE(k.ok());
-    if (k->measured_speedup > 0.0)
-      EXPECT_NE(k->reason.find(kH200), std::string::npos) << k->reason;
+    EXPECT_GT(k->measured_speedup, 0.0) << k->reason;
+    EXPECT_NE(k->reason.find(kH200), std::string::npos) << k->reason;
   }
   EXPECT_STREQ(rule_table_gpu(), kH100);
   EXPECT_EQ(pick_engine_layer(layer, 8)[0].reason, h100[0].reason);
