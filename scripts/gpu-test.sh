@@ -15,7 +15,7 @@
 #   bench-best-bf16.json
 #   extra.log             the optional stages (only if one ran)
 #   summary.txt           the stage table and the decode summary (also printed last)
-# Budget: about 12 minutes on an H100 with the engine stage (see below), more than one device
+# Budget: about 12 minutes on an H100 or H200 with the engine stage (see below), more than one device
 # command may take: run it in two calls with SKIP (bench/RESULTS.md shows how).
 # Exit code: 0 when every stage passed, else 1.
 set -uo pipefail
@@ -36,6 +36,9 @@ TESTS=$BUILD/sparrow_gpu_tests
 # started machine (236 s in session 7), hence 420 s; 540 s since the test binary grew (session 23:
 # 114 tests passed in 320 s, the tca_bme.decode suites still to come). Session 26 (2026-11-26): 143
 # tests in 175 s (the reference in parallel), memcheck 81 s, racecheck 21 s, engine 184 s.
+# On the H200 (session 47): gpu-tests 199-225 s (with tinyllama-py), bench-random 93 s,
+# bench-tensor-core 69 s, bench-prefill-best 21 s, bench-magnitude 24 s, bench-best-bf16 4 s,
+# engine 125-149 s.
 TESTS_LIMIT=${TESTS_LIMIT:-540}
 MEMCHECK_LIMIT=${MEMCHECK_LIMIT:-120}
 BENCH_LIMIT=${BENCH_LIMIT:-150}

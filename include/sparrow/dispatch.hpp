@@ -87,7 +87,8 @@ struct EngineMatmulLayers {
 };
 
 // A decoder layer's four engine matmuls (EngineMatmul's order: qkv, o, gate_up, down) picked
-// together. Where the shipped engine cells cover the layer (whole-model `sparrow bench-model` runs:
+// together. Where the shipped engine cells of the GPU whose rule table answers (rule_table_gpu())
+// cover the layer (whole-model `sparrow bench-model` runs:
 // a layer of near shapes, rows within 2x and columns within sqrt(2) of the measured model's four
 // matmuls, as the rule table's shape cells; the nearest measured sparsity, at most 0.1 from the
 // layer's; the same N) the layer takes the measured assignment that ran fastest, dense unless one
