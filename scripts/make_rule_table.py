@@ -10,7 +10,8 @@ weight the medians. Only rows with status ok are used. Every file must come from
 `# gpu:` header line): the table says which GPU it was measured on, and src/dispatch/
 shipped_tables.cpp answers a lookup from the table of the GPU it runs on.
 
-usage: scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...]
+usage: scripts/make_rule_table.py --self-test
+       scripts/make_rule_table.py OUT.inc [--leave-out KERNEL:NMAX:REASON ...]
            [--leave-out-dependent KERNEL:NMAX:REASON ...] [--dependent-up-to NMAX:REASON]
            FILE.csv [FILE.csv ...]
        (later files win per cell)
@@ -37,7 +38,51 @@ import sys
 import bench_csv
 
 
+def self_test() -> int:
+    """Writes tables from small runs in a temporary folder: one GPU's cells, the later file winning
+    per cell, and runs of two GPUs refused (the CTest scripts.make_rule_table)."""
+    import os
+    import subprocess
+    import tempfile
+
+    cols = "format,kernel,M,K,N,sparsity,pattern,dtype,status,speedup_vs_cublas"
+
+    def run(gpu, speedup):
+        return ("# gpu: %s (sm_90, 132 SMs)\n# date: 2026-11-28T00:00:00Z\n%s\n"
+                "macko,macko.warp_row,4096,4096,1,0.5,random,fp16,ok,%s\n" % (gpu, cols, speedup))
+
+    with tempfile.TemporaryDirectory() as d:
+        files = {}
+        for name, gpu, speedup in (("a", "NVIDIA H200", "1.25"), ("b", "NVIDIA H200", "1.40"),
+                                   ("c", "NVIDIA H100 80GB HBM3", "1.50")):
+            files[name] = os.path.join(d, name + ".csv")
+            with open(files[name], "w") as f:
+                f.write(run(gpu, speedup))
+        out = os.path.join(d, "t.inc")
+        me = [sys.executable, os.path.abspath(__file__), out]
+        r = subprocess.run(me + [files["a"], files["b"]], capture_output=True, text=True)
+        text = open(out).read() if r.returncode == 0 else ""
+        checks = [
+            ("one GPU's runs make a table", r.returncode == 0),
+            ("the table names its GPU", 'constexpr const char* kGpu = "NVIDIA H200";' in text),
+            ("the later file wins per cell",
+             '{Format::macko, "macko.warp_row", 1, 0.50, 4096, 4096, 1.4000, 1},' in text),
+            ("the medians over shapes", '{Format::macko, "macko.warp_row", 1, 0.50, 0, 0, 1.4000, 1},' in text),
+            ("no dependent limit without --dependent-up-to",
+             "constexpr int64_t kDependentMaxN = INT64_MAX;" in text),
+        ]
+        r2 = subprocess.run(me + [files["a"], files["c"]], capture_output=True, text=True)
+        checks.append(("runs of two GPUs are refused",
+                       r2.returncode == 1 and "one table holds one GPU's runs" in r2.stderr))
+    failed = [name for name, ok in checks if not ok]
+    for name, ok in checks:
+        print("%s: %s" % ("ok" if ok else "FAILED", name))
+    return 1 if failed else 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2

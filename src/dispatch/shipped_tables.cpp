@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <mutex>
 #include <string>
 
 #include "sparrow/dispatch.hpp"
@@ -61,16 +62,23 @@ const ShippedRuleTable* env_table() {
   return t;
 }
 
-// The table for device `dev`: its GPU's, else the first. A device whose name cannot be read
-// takes the first too.
+// The table for device `dev`: its GPU's, else the first, with a note on stderr (the choices then
+// follow another GPU's measurements; the caller asks once per device). A device whose name
+// cannot be read takes the first too.
 const ShippedRuleTable* table_for_device(int dev) {
+  const ShippedRuleTable* first = &shipped_rule_tables().front();
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
     (void)cudaGetLastError();  // leave no error behind for the caller's next check
-    return &shipped_rule_tables().front();
+    return first;
   }
-  const ShippedRuleTable* t = table_named(prop.name);
-  return t != nullptr ? t : &shipped_rule_tables().front();
+  if (const ShippedRuleTable* t = table_named(prop.name)) return t;
+  std::fprintf(stderr,
+               "sparrow: no shipped rule table was measured on %s (device %d); kernel and format "
+               "choices follow the %s's measurements (shipped: %s; SPARROW_RULE_TABLE_GPU picks "
+               "one)\n",
+               prop.name, dev, first->gpu, shipped_names().c_str());
+  return first;
 }
 
 }  // namespace
@@ -101,12 +109,18 @@ const ShippedRuleTable& active_rule_table() {
     (void)cudaGetLastError();
     return shipped_rule_tables().front();
   }
-  // One slot per device ordinal, filled on first use; racing first calls store the same table.
+  // One slot per device ordinal, filled once under a lock (so the note prints once), read
+  // without it afterwards.
   static std::array<std::atomic<const ShippedRuleTable*>, kMaxDevices> by_device{};
+  static std::mutex fill;
   const ShippedRuleTable* t = by_device[size_t(dev)].load(std::memory_order_acquire);
   if (t == nullptr) {
-    t = table_for_device(dev);
-    by_device[size_t(dev)].store(t, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(fill);
+    t = by_device[size_t(dev)].load(std::memory_order_relaxed);
+    if (t == nullptr) {
+      t = table_for_device(dev);
+      by_device[size_t(dev)].store(t, std::memory_order_release);
+    }
   }
   return *t;
 }
