@@ -8,6 +8,7 @@
 #include "kernels/device_info.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/macko/warp_row.hpp"
+#include "llama_layer_util.hpp"
 #include "sparrow/dispatch.hpp"
 #include "sparrow/matmul.hpp"
 #include "sparrow/patterns.hpp"
@@ -428,20 +429,11 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
       {90, 8, "macko", "macko", "macko", "macko"},
       {90, 32, "tca_bme", "dense", "tca_bme", "dense"},
   };
-  const struct {
-    EngineMatmul m;
-    int64_t rows, cols;
-  } matmuls[] = {{EngineMatmul::qkv, 12288, 4096},
-                 {EngineMatmul::o, 4096, 4096},
-                 {EngineMatmul::gate_up, 22016, 4096},
-                 {EngineMatmul::down, 4096, 11008}};
   for (const Want& w : wants) {
     const char* want[] = {w.qkv, w.o, w.gate_up, w.down};
-    for (int i = 0; i < 4; ++i) {
-      EngineMatmulLayers layers;
-      layers.matmul = matmuls[i].m;
-      layers.add(matmuls[i].rows, matmuls[i].cols, 1.0 - w.percent / 100.0);
-      const FormatPick got = layers.pick(w.n);
+    const auto layer = test::llama2_7b_layer(1.0 - w.percent / 100.0);
+    for (size_t i = 0; i < 4; ++i) {
+      const FormatPick got = layer[i].pick(w.n);
       EXPECT_STREQ(format_name(got.format), want[i])
           << w.percent << " %, N = " << w.n << ", matmul " << i << ": " << got.reason;
     }
@@ -454,18 +446,7 @@ TEST(Dispatch, ShippedTableKeepsTheEngineMeasuredPicks) {
 // covers the layer (another N, shapes far from the 7B's, N:M, a sparsity more than 0.1 from a
 // cell's, a matmul missing).
 TEST(Dispatch, EngineCellsPickWholeLayers) {
-  auto layer_of = [](int64_t hidden, int64_t qkv_rows, int64_t intermediate, double density) {
-    std::array<EngineMatmulLayers, 4> l;
-    const int64_t shapes[4][2] = {{qkv_rows, hidden},
-                                  {hidden, hidden},
-                                  {2 * intermediate, hidden},
-                                  {hidden, intermediate}};
-    for (size_t m = 0; m < 4; ++m) {
-      l[m].matmul = EngineMatmul(m);
-      l[m].add(shapes[m][0], shapes[m][1], density);
-    }
-    return l;
-  };
+  using test::llama_layer;
   auto formats = [](const std::array<FormatPick, 4>& p) {
     std::string s;
     for (const auto& f : p) s += std::string(format_name(f.format)) + " ";
@@ -503,7 +484,7 @@ TEST(Dispatch, EngineCellsPickWholeLayers) {
       {0.85, 32, "tca_bme tca_bme tca_bme tca_bme "},
   };
   for (const auto& c : cases) {
-    const auto picks = pick_engine_layer(layer_of(4096, 12288, 11008, 1.0 - c.sparsity), c.n);
+    const auto picks = pick_engine_layer(llama_layer(4096, 12288, 11008, 1.0 - c.sparsity), c.n);
     EXPECT_EQ(formats(picks), c.want) << c.sparsity << " N=" << c.n << ": " << picks[0].reason;
     for (const auto& p : picks) {
       EXPECT_EQ(p.reason.rfind("engine cell", 0), 0u) << p.reason;
@@ -521,13 +502,13 @@ TEST(Dispatch, EngineCellsPickWholeLayers) {
       EXPECT_EQ(picks[m].reason, alone.reason) << what << " matmul " << m;
     }
   };
-  unchanged(layer_of(4096, 12288, 11008, 0.1), 1, false, "N = 1");
-  unchanged(layer_of(4096, 12288, 11008, 0.1), 16, false, "N = 16");
-  unchanged(layer_of(4096, 12288, 11008, 0.5), 8, true, "N:M");
-  unchanged(layer_of(8192, 10240, 28672, 0.1), 32, false, "70B shapes");
-  unchanged(layer_of(4096, 12288, 11008, 0.75), 32, false, "0.25 sparsity (0.25 from a cell)");
+  unchanged(llama_layer(4096, 12288, 11008, 0.1), 1, false, "N = 1");
+  unchanged(llama_layer(4096, 12288, 11008, 0.1), 16, false, "N = 16");
+  unchanged(llama_layer(4096, 12288, 11008, 0.5), 8, true, "N:M");
+  unchanged(llama_layer(8192, 10240, 28672, 0.1), 32, false, "70B shapes");
+  unchanged(llama_layer(4096, 12288, 11008, 0.75), 32, false, "0.25 sparsity (0.25 from a cell)");
   // A layer without one of its matmuls (sparrow prune leaving o_proj out): no cell either.
-  auto no_o = layer_of(4096, 12288, 11008, 0.1);
+  auto no_o = llama_layer(4096, 12288, 11008, 0.1);
   no_o[size_t(EngineMatmul::o)] = EngineMatmulLayers{};
   no_o[size_t(EngineMatmul::o)].matmul = EngineMatmul::o;
   unchanged(no_o, 32, false, "no o_proj");

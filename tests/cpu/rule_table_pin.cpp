@@ -5,5 +5,7 @@
 #include <cstdlib>
 
 namespace {
-const bool pinned = [] { return ::setenv("SPARROW_RULE_TABLE_GPU", "NVIDIA H100 80GB HBM3", 1) == 0; }();
+const bool pinned = [] {
+  return ::setenv("SPARROW_RULE_TABLE_GPU", "NVIDIA H100 80GB HBM3", 1) == 0;
+}();
 }  // namespace

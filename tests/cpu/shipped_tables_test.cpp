@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli_test_util.hpp"
+#include "llama_layer_util.hpp"
 #include "dispatch/shipped_tables.hpp"
 #include "sparrow/dispatch.hpp"
 
@@ -17,23 +18,6 @@ namespace {
 
 constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
 constexpr const char* kH200 = "NVIDIA H200";
-
-// Llama-2-7B's decoder layer (the engine's stacked matmuls) at one density.
-std::array<EngineMatmulLayers, 4> llama2_7b_layer(double density) {
-  const struct {
-    EngineMatmul m;
-    int64_t rows, cols;
-  } shapes[] = {{EngineMatmul::qkv, 12288, 4096},
-                {EngineMatmul::o, 4096, 4096},
-                {EngineMatmul::gate_up, 22016, 4096},
-                {EngineMatmul::down, 4096, 11008}};
-  std::array<EngineMatmulLayers, 4> l;
-  for (size_t i = 0; i < 4; ++i) {
-    l[i].matmul = shapes[i].m;
-    l[i].add(shapes[i].rows, shapes[i].cols, density);
-  }
-  return l;
-}
 
 // Sets an environment variable for the object's life (the `sparrow` processes a test starts
 // inherit it), then restores what was there.
@@ -95,7 +79,7 @@ TEST(ShippedTables, TheVariableChoosesTheTableAndTheReasonsNameIt) {
 // batch 32, which no H200 cell covers, the H200 table's per-matmul picks. The H100's table answers
 // again afterwards.
 TEST(ShippedTables, EngineCellsAnswerOnlyOnTheirGpu) {
-  const auto layer = llama2_7b_layer(0.5);
+  const auto layer = test::llama2_7b_layer(0.5);
   const auto h100 = pick_engine_layer(layer, 8);
   EXPECT_EQ(h100[0].reason.rfind("engine cell", 0), 0u) << h100[0].reason;
   EXPECT_NE(h100[0].reason.find("(H100"), std::string::npos) << h100[0].reason;
