@@ -1,9 +1,10 @@
 // The rule tables sparrow ships, one per GPU they were measured on (src/dispatch/rule_table_<gpu>
 // .inc, written by scripts/rule-table.sh), and which of them answers a lookup: the one measured on
 // the GPU the calling thread's current CUDA device is (by name), else the first listed. The
-// choices are measured speedups, and they move with the GPU: the H200 reads memory ~1.4x faster
-// than the H100 at the same arithmetic rate, so a kernel's fixed costs weigh more there against
-// cuBLAS. SPARROW_RULE_TABLE_GPU=NAME (a shipped table's GPU) answers every lookup from that
+// choices are measured speedups, and they move with the GPU: the H200 reads memory 1.46x faster
+// than the H100 with the same SMs, cuBLAS ran 1.3x faster there and sparrow's sparse kernels in
+// their H100 times (bench/NOTES-decode.md, session 47), so most speedups and many picks moved.
+// SPARROW_RULE_TABLE_GPU=NAME (a shipped table's GPU) answers every lookup from that
 // table instead, for planning on another machine (`sparrow prune --format fastest` on a host
 // without the GPU) and for tests that assert one GPU's picks.
 #pragma once

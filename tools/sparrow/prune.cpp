@@ -125,7 +125,9 @@ void register_prune(CLI::App& app, int& exit_code) {
       "--format fastest picks, per matmul of the GPU engine (q/k/v stacked, o, gate/up "
       "stacked, down), the format the engine decodes fastest at --batch tokens (the shipped "
       "rule table of this machine's GPU, of the GPU SPARROW_RULE_TABLE_GPU names, or without "
-      "either the " + rule_table_gpus().front() + "'s; for a layer whose shapes and batch whole-model engine "
+      "either the " +
+      rule_table_gpus().front() +
+      "'s; for a layer whose shapes and batch whole-model engine "
       "runs cover, the four matmuls' assignment those runs measured fastest), and keeps it dense "
       "where no sparse kernel measured faster than cuBLAS. qkv=F,o=F,gate_up=F,down=F names a format per engine matmul (q, k, v "
       "take qkv's, gate and up gate_up's), as bench-model's --format does.\n"
