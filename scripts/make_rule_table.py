@@ -67,7 +67,8 @@ def self_test() -> int:
             ("the table names its GPU", 'constexpr const char* kGpu = "NVIDIA H200";' in text),
             ("the later file wins per cell",
              '{Format::macko, "macko.warp_row", 1, 0.50, 4096, 4096, 1.4000, 1},' in text),
-            ("the medians over shapes", '{Format::macko, "macko.warp_row", 1, 0.50, 0, 0, 1.4000, 1},' in text),
+            ("the medians over shapes",
+             '{Format::macko, "macko.warp_row", 1, 0.50, 0, 0, 1.4000, 1},' in text),
             ("no dependent limit without --dependent-up-to",
              "constexpr int64_t kDependentMaxN = INT64_MAX;" in text),
         ]

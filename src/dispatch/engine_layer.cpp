@@ -183,8 +183,9 @@ std::array<FormatPick, 4> pick_engine_layer(const std::array<EngineMatmulLayers,
   const EngineLayerCell* cell = nullptr;
   if (elements > 0 && !allow_nm) {
     const double sparsity = 1.0 - nonzeros / elements;
+    const char* gpu = rule_table_gpu();
     for (const auto& mc : kModels) {
-      if (std::strcmp(mc.gpu, rule_table_gpu()) != 0 || !layer_near(layer, mc)) continue;
+      if (std::strcmp(mc.gpu, gpu) != 0 || !layer_near(layer, mc)) continue;
       for (const auto& c : mc.cells) {
         const double d = std::fabs(c.sparsity - sparsity);
         if (c.batch != n || d > kMaxSparsityDistance) continue;

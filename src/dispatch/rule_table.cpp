@@ -71,7 +71,8 @@ CellRuns runs_of(const Cell* cells, size_t count, int64_t dependent_max_n) {
 }
 const CellRuns* g_test_runs = nullptr;  // ScopedRuleTable's table, while one lives
 // The cells of format f in the table that answers now: a test's, else the shipped table of this
-// GPU (shipped_tables.hpp).
+// GPU (shipped_tables.hpp). Each lookup resolves it once and passes the run down (resolving costs
+// a cudaGetDevice, and matmul looks up on every launch).
 const CellRun& cells_of(Format f) {
   if (g_test_runs) return (*g_test_runs)[size_t(f)];
   static const std::vector<CellRuns> shipped = [] {
@@ -109,9 +110,9 @@ bool usable(const kernels::KernelInfo& k, const Weight* w, size_t workspace_byte
 // table; the per-shape cells made the table five times larger).
 // `from_dependent`: search only the cells measured with dependent launches; else only the
 // plain-launch cells (minus those left out of dependent launches when this is one).
-const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                         const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
-                         bool dependent_launch, bool from_dependent) {
+const Cell* best_cell_of(const CellRun& run, Format f, double sparsity, int64_t n, int64_t rows,
+                         int64_t cols, const Weight* w, size_t workspace_bytes, bool shape_only,
+                         bool input_rms, bool dependent_launch, bool from_dependent) {
   auto seen = [&](const Cell& c) {
     return c.format == f && c.dependent == from_dependent &&
            !(dependent_launch && c.plain_only);
@@ -119,14 +120,14 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   const double log2_n = std::log2(double(n));
   double best_dn = 1e9;
   int64_t best_n = -1;
-  for (const Cell& c : cells_of(f)) {
+  for (const Cell& c : run) {
     if (!seen(c) || c.rows != 0) continue;
     const double dn = std::fabs(std::log2(double(c.n)) - log2_n);
     if (dn < best_dn) best_dn = dn, best_n = c.n;
   }
   if (best_n < 0 || best_dn > 1.0) return nullptr;
   double best_ds = 1e9;
-  for (const Cell& c : cells_of(f)) {
+  for (const Cell& c : run) {
     if (seen(c) && c.n == best_n && c.rows == 0)
       best_ds = std::fmin(best_ds, std::fabs(c.sparsity - sparsity));
   }
@@ -137,7 +138,7 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   // The nearest benchmarked shape that speaks for this weight (0 x 0: none, the medians).
   int64_t shape_rows = 0, shape_cols = 0;
   double best_dist = 1e9;
-  for (const Cell& c : cells_of(f)) {
+  for (const Cell& c : run) {
     if (!here(c)) continue;
     // Negative where the cell's shape does not speak for the weight, or is the over-shapes
     // median (rows 0), or the weight's shape is unknown.
@@ -147,7 +148,7 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   auto fastest = [&](int64_t r, int64_t k_cols) {
     const Cell* best = nullptr;
     const Cell* best_rms = nullptr;  // the fastest that takes input_rms (asked for only)
-    for (const Cell& c : cells_of(f)) {
+    for (const Cell& c : run) {
       if (!here(c) || c.rows != r || c.cols != k_cols) continue;
       const kernels::KernelInfo* k = kernels::find_kernel(c.kernel);
       if (k == nullptr) continue;  // measured, not in this build
@@ -163,24 +164,23 @@ const Cell* best_cell_of(Format f, double sparsity, int64_t n, int64_t rows, int
   return best || shape_only ? best : fastest(0, 0);
 }
 
-// Whether a launch of format f at N searches the cells measured with dependent launches first.
-bool reads_dependent_cells(Format f, int64_t n, bool dependent_launch) {
-  const CellRun& run = cells_of(f);
+// Whether a launch at N searches the format's cells measured with dependent launches first.
+bool reads_dependent_cells(const CellRun& run, int64_t n, bool dependent_launch) {
   return dependent_launch && run.any_dependent && n <= run.dependent_max_n;
 }
 
 // A dependent launch reads the cells measured that way where they cover the query (an N within
 // 2x, a sparsity within 0.1, the shape rules above, N up to the table's limit), else the
 // plain-launch cells; a plain launch reads plain-launch cells only.
-const Cell* best_cell(Format f, double sparsity, int64_t n, int64_t rows, int64_t cols,
-                      const Weight* w, size_t workspace_bytes, bool shape_only, bool input_rms,
-                      bool dependent_launch) {
-  if (reads_dependent_cells(f, n, dependent_launch)) {  // (matmul asks on every launch)
-    if (const Cell* c = best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only,
-                                     input_rms, true, /*from_dependent=*/true))
+const Cell* best_cell(const CellRun& run, Format f, double sparsity, int64_t n, int64_t rows,
+                      int64_t cols, const Weight* w, size_t workspace_bytes, bool shape_only,
+                      bool input_rms, bool dependent_launch) {
+  if (reads_dependent_cells(run, n, dependent_launch)) {  // (matmul asks on every launch)
+    if (const Cell* c = best_cell_of(run, f, sparsity, n, rows, cols, w, workspace_bytes,
+                                     shape_only, input_rms, true, /*from_dependent=*/true))
       return c;
   }
-  return best_cell_of(f, sparsity, n, rows, cols, w, workspace_bytes, shape_only, input_rms,
+  return best_cell_of(run, f, sparsity, n, rows, cols, w, workspace_bytes, shape_only, input_rms,
                       dependent_launch, /*from_dependent=*/false);
 }
 
@@ -191,8 +191,8 @@ const Cell* deciding_cell(Format f, double density, int64_t n, int64_t rows, int
                           size_t workspace_bytes = 0) {
   const bool dense = f == Format::dense;
   if (dense && dependent_launch) return nullptr;
-  return best_cell(f, 1.0 - density, n, rows, cols, w, workspace_bytes, dense, input_rms,
-                   dependent_launch);
+  return best_cell(cells_of(f), f, 1.0 - density, n, rows, cols, w, workspace_bytes, dense,
+                   input_rms, dependent_launch);
 }
 
 // The kernel for (format, n) when no cell applies: the first registered kernel built for this N,
@@ -346,9 +346,10 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
   // (a dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS).
   double bar = 1.0;
   std::string bar_name = "cuBLAS";
-  if (reads_dependent_cells(Format::dense, n, dependent_launch)) {
-    if (const Cell* d = best_cell_of(Format::dense, 0.0, n, rows, cols, nullptr, 0, false,
-                                     input_rms, true, /*from_dependent=*/true);
+  const CellRun& dense_cells = cells_of(Format::dense);
+  if (reads_dependent_cells(dense_cells, n, dependent_launch)) {
+    if (const Cell* d = best_cell_of(dense_cells, Format::dense, 0.0, n, rows, cols, nullptr, 0,
+                                     false, input_rms, true, /*from_dependent=*/true);
         d != nullptr && d->speedup > bar) {
       bar = d->speedup;
       bar_name = std::string(d->kernel) + " (" + fmt("%.2fx", d->speedup) +

@@ -105,10 +105,12 @@ const ShippedRuleTable& active_rule_table() {
     return ok;
   }();
   int dev = 0;
-  if (!have_device || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    (void)cudaGetLastError();
+  if (!have_device) return shipped_rule_tables().front();
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // clears only this call's error: the caller's stay
     return shipped_rule_tables().front();
   }
+  if (dev < 0 || dev >= kMaxDevices) return shipped_rule_tables().front();
   // One slot per device ordinal, filled once under a lock (so the note prints once), read
   // without it afterwards.
   static std::array<std::atomic<const ShippedRuleTable*>, kMaxDevices> by_device{};
