@@ -165,6 +165,22 @@ __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int
   return lo | (hi << 16);
 }
 
+// Eight elements of one X row starting at k0 (a multiple of 8), zero past K. One 16-byte load when
+// the row is 16-byte aligned (x_vec), element loads otherwise.
+template <class T>
+__device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, bool x_vec) {
+  if (x_vec && k0 + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(xrow + k0));
+  uint16_t e[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) e[i] = (k0 + i < k) ? bits_of(xrow[k0 + i]) : uint16_t(0);
+  uint4 r;
+  r.x = e[0] | (uint32_t(e[1]) << 16);
+  r.y = e[2] | (uint32_t(e[3]) << 16);
+  r.z = e[4] | (uint32_t(e[5]) << 16);
+  r.w = e[6] | (uint32_t(e[7]) << 16);
+  return r;
+}
+
 // ---- loads -------------------------------------------------------------------------------------
 // Weights are read exactly once per call: stream them past L1 (no_allocate) so L1 keeps X, which
 // every warp re-reads.

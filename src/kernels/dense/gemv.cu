@@ -20,22 +20,6 @@ using namespace decode;
 
 namespace {
 
-// Eight elements of one X row starting at k0 (a multiple of 8), zero past K. One 16-byte load when
-// the row is 16-byte aligned (x_vec), element loads otherwise.
-template <class T>
-__device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, bool x_vec) {
-  if (x_vec && k0 + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(xrow + k0));
-  uint16_t e[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) e[i] = (k0 + i < k) ? bits_of(xrow[k0 + i]) : uint16_t(0);
-  uint4 r;
-  r.x = e[0] | (uint32_t(e[1]) << 16);
-  r.y = e[2] | (uint32_t(e[3]) << 16);
-  r.z = e[4] | (uint32_t(e[5]) << 16);
-  r.w = e[6] | (uint32_t(e[7]) << 16);
-  return r;
-}
-
 // NT: 8-token mma N tiles per pass (1 for n <= 8, 2 for n <= 16). MT: 16-row M tiles per warp;
 // each X chunk feeds MT*2 mmas, so MT = 2 halves the X traffic per weight byte, which at 16
 // tokens equals the weight traffic (measured: 16 tokens with MT = 1 ran at 62 % of the floor).
@@ -46,7 +30,11 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 // x_g . x_g on D's diagonal. Two more mmas per step and no ALU work: summing the squares on the
 // CUDA cores (unpack, 8 FMAs per chunk) in every lane doubled the loop's instructions and made
 // the 7B dense decode step 4 % slower than the separate norm kernel.
-template <class T, int MT, int NT, bool RMS>
+// HALVES: the U steps of an iteration run as two halves, and a half's weights for the next
+// iteration are loaded as soon as its mmas are issued, so one half's loads are in flight while
+// the other half computes (without it a warp has no weight load in flight from its last load's
+// arrival to its next iteration's loads: ncu, H200, session 47). The same registers.
+template <class T, int MT, int NT, bool RMS, bool HALVES>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
@@ -77,9 +65,11 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 #pragma unroll
   for (int j = 0; j < NT; ++j) ss[j][0] = ss[j][1] = ss[j][2] = ss[j][3] = 0.f;
   uint4 a[U][MT][2];  // (step, M tile, rows g and g+8)
-  auto load_w = [&](int64_t s0) {
+  // Steps u0 .. u1-1 of the iteration starting at step s0.
+  auto load_w = [&](int64_t s0, int u0, int u1) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      if (u < u0 || u >= u1) continue;
       const int64_t chunk = (s0 + u) * 4 + t;
       const bool in_k = chunk < chunks;
 #pragma unroll
@@ -91,17 +81,14 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
         }
     }
   };
-  // The first steps' weights are loaded before waiting for the kernel that writes X (dependent
-  // launch); nothing before wait_for_previous() touches X or Y.
-  if (first < steps) load_w(first);
-  wait_for_previous();
-  for (int64_t s0 = first; s0 < steps; s0 += stride) {
-    if (s0 != first) load_w(s0);
-    // All U steps' X chunks (L1 hits) before the first mma: loading each next to its use (fewer
+  // X chunks of steps u0 .. u1-1 into b, then their mmas (and the RMS Gram mmas).
+  auto compute = [&](int64_t s0, int u0, int u1) {
+    // All the steps' X chunks (L1 hits) before the first mma: loading each next to its use (fewer
     // registers) ran 4-14 % slower.
     uint4 b[U][NT];  // (step, tokens g and g+8)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      if (u < u0 || u >= u1) continue;
       const int64_t chunk = (s0 + u) * 4 + t;
       const bool in_k = chunk < chunks;
 #pragma unroll
@@ -111,7 +98,8 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       }
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+    for (int u = 0; u < U; ++u) {
+      if (u < u0 || u >= u1) continue;
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         const uint4 r0 = a[u][i][0], r1 = a[u][i][1];
@@ -123,10 +111,12 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           mma_16816<T>(acc[i][j], hi, b[u][j].z, b[u][j].w);
         }
       }
+    }
     if constexpr (RMS) {
       // A = this step's X chunks as rows g (tokens g, or g + 8 for j = 1), rows g + 8 zero.
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u) {
+        if (u < u0 || u >= u1) continue;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const uint32_t xlo[4] = {b[u][j].x, 0u, b[u][j].y, 0u};
@@ -134,6 +124,26 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
           mma_16816<T>(ss[j], xlo, b[u][j].x, b[u][j].y);
           mma_16816<T>(ss[j], xhi, b[u][j].z, b[u][j].w);
         }
+      }
+    }
+  };
+  // The first steps' weights are loaded before waiting for the kernel that writes X (dependent
+  // launch); nothing before wait_for_previous() touches X or Y.
+  if (first < steps) load_w(first, 0, U);
+  wait_for_previous();
+  for (int64_t s0 = first; s0 < steps; s0 += stride) {
+    if constexpr (HALVES) {
+      constexpr int H = U / 2;
+      const int64_t next = s0 + stride;
+      compute(s0, 0, H);
+      if (next < steps) load_w(next, 0, H);
+      compute(s0, H, U);
+      if (next < steps) load_w(next, H, U);
+    } else {
+      // Loads at the top, as measured before HALVES existed (loading the next iteration after
+      // the mmas instead took the input_rms instance from 79 to 92 registers: one block per SM).
+      if (s0 != first) load_w(s0, 0, U);
+      compute(s0, 0, U);
     }
   }
 
@@ -156,31 +166,58 @@ cudaError_t launch_instance(bool rms, bool dependent, dim3 grid, dim3 block, Str
                             const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n,
                             T* y, int64_t ldy, const T* bias, bool accumulate, bool x_vec,
                             float rms_eps) {
-  auto kernel = rms ? gemv_kernel<T, MT, NT, true> : gemv_kernel<T, MT, NT, false>;
+  // SPARROW_GEMV_HALVES=0|1: the iteration's steps in one piece / two halves (experiments and
+  // A/B runs; read once).
+  static const int halves = env_knob("SPARROW_GEMV_HALVES", 0);
+  auto kernel = halves == 1 ? (rms ? gemv_kernel<T, MT, NT, true, true>
+                                   : gemv_kernel<T, MT, NT, false, true>)
+                            : (rms ? gemv_kernel<T, MT, NT, true, false>
+                                   : gemv_kernel<T, MT, NT, false, false>);
   return launch_kernel(dependent, kernel, grid, block, 0, stream, w, dm.ld, dm.shape.rows,
                        dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
 }
 
 template <class T>
-Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream stream) {
+Status launch(const dense::Matrix& dm, const Problem& p, const DeviceInfo& dev, Pipeline pipeline,
+              Stream stream) {
   const T* w = reinterpret_cast<const T*>(dm.values.data());
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
   const int64_t n = p.n();
+  // SPARROW_GEMV_PIPELINE=0|1: never / always the bulk-copy pipeline on sm_90 (experiments and
+  // A/B runs; read once; unset: the rule).
+  static const int knob = env_knob("SPARROW_GEMV_PIPELINE", -1);
+  if (pipeline == Pipeline::automatic && knob >= 0) {
+    pipeline = knob == 1 ? Pipeline::bulk : Pipeline::registers;
+  }
+  // Opt-in only: measured slower than the register kernel on every Llama shape but 28672x8192
+  // (H200, session 48, bench/NOTES-decode.md). The bulk copies need 16-byte aligned rows; the
+  // kernel has no body below sm_90.
+  const bool bulk = pipeline == Pipeline::bulk && dev.cc_major >= 9 &&
+                    reinterpret_cast<uintptr_t>(w) % 16 == 0 && dm.ld % 8 == 0;
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
     const T* xp = x + t0 * p.x.ld;
     T* yp = y + t0 * p.y.ld;
-    // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
-    const int mt = nt <= 8 ? 1 : 2;
-    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
-    const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
+    if (bulk) {
+      BulkPass bp;
+      bp.w = w, bp.ldw = dm.ld, bp.m = dm.shape.rows, bp.k = dm.shape.cols;
+      bp.x = xp, bp.ldx = p.x.ld, bp.n = nt, bp.y = yp, bp.ldy = p.y.ld;
+      bp.bias = bias, bp.accumulate = p.opt.accumulate, bp.x_vec = x_vec;
+      bp.rms = rms, bp.rms_eps = p.opt.rms_eps, bp.dependent = dependent;
+      SPARROW_RETURN_IF_ERROR(launch_bulk(dm.shape.dtype, bp, dev.sm_count, stream));
+      continue;
+    }
+    // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
+    const int mt = nt <= 8 ? 1 : 2;
+    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, dev.sm_count, mt);
+    const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     const cudaError_t err =
         mt == 1 ? launch_instance<T, 1, 1>(rms, dependent, grid, block, stream, dm, w, xp, p.x.ld,
                                            nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
@@ -211,15 +248,17 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
 
 bool takes_input_rms(const Weight&, int64_t) { return true; }
 
-Status run(const Problem& p, Stream stream) {
+Status run(const Problem& p, Stream stream) { return run_with(p, stream, Pipeline::automatic); }
+
+Status run_with(const Problem& p, Stream stream, Pipeline pipeline) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true));
   const auto& dm = std::get<dense::Matrix>(p.w);
   if (dm.shape.dtype == DType::fp32) {
     return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");
   }
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
-  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev.sm_count, stream);
-  return launch<__nv_bfloat16>(dm, p, dev.sm_count, stream);
+  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev, pipeline, stream);
+  return launch<__nv_bfloat16>(dm, p, dev, pipeline, stream);
 }
 
 }  // namespace sparrow::kernels::dense_gemv
