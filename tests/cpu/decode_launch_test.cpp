@@ -53,35 +53,19 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
   EXPECT_GE(dense_gemv::plan(1, 1, 0, 2).warps, 1);  // a bogus SM count still gives a launch
 }
 
-TEST(DecodeLaunch, DenseGemvBulkPlanPutsEveryTileInOneWave) {
-  using C = dense_gemv::BulkConfig;
-  static_assert(C::kMinStages == 2 && C::kMaxStages == 6, "the residency table below");
-  // Resident blocks per SM by stage count (index = stages; 0 and 1 unused), as the occupancy
-  // calculator gives them for ~33 KB stages in ~228 KB (illustrative numbers).
-  const int bps[C::kMaxStages + 1] = {0, 0, 3, 2, 1, 1, 1};
-  // 100 tiles: one block per SM holds them all, with the most stages.
-  auto a = dense_gemv::plan_bulk(100, 132, bps);
-  EXPECT_EQ(a.stages, 6);
-  EXPECT_EQ(a.blocks, 100);
-  // 4096 rows = 256 tiles: 2 blocks per SM (264) hold them: 3 stages.
-  auto b = dense_gemv::plan_bulk(256, 132, bps);
-  EXPECT_EQ(b.stages, 3);
-  EXPECT_EQ(b.blocks, 256);
-  // 11008 rows = 688 tiles: no stage count holds them all; kLoopStages stages and a full wave of
-  // blocks that loop over the tiles.
-  auto c = dense_gemv::plan_bulk(688, 132, bps);
-  EXPECT_EQ(c.stages, C::kLoopStages);
-  EXPECT_EQ(c.blocks, int64_t(bps[C::kLoopStages]) * 132);
-  // A forced stage count is taken as it is; a bogus one is not.
-  EXPECT_EQ(dense_gemv::plan_bulk(256, 132, bps, 2).stages, 2);
-  EXPECT_EQ(dense_gemv::plan_bulk(256, 132, bps, 2).blocks, 256);
-  EXPECT_EQ(dense_gemv::plan_bulk(256, 132, bps, 99).stages, 3);
-  // No tile, no launch; a device that holds nothing still gets one block per launch.
-  EXPECT_EQ(dense_gemv::plan_bulk(0, 132, bps).blocks, 0);
-  const int none[C::kMaxStages + 1] = {};
-  auto d = dense_gemv::plan_bulk(10, 0, none);
-  EXPECT_EQ(d.blocks, 1);
-  EXPECT_EQ(d.stages, C::kLoopStages);
+TEST(DecodeLaunch, DenseGemvHalvesOnLongRowsOfOneTile) {
+  using dense_gemv::use_halves;
+  const int64_t min_k = dense_gemv::Config::kHalvesMinK;
+  // One M tile (1..8 tokens): halves from kHalvesMinK columns (4096 x 11008, 4096 x 14336,
+  // 28672 x 8192), one piece below (every K = 4096 weight).
+  EXPECT_TRUE(use_halves(11008, 1));
+  EXPECT_TRUE(use_halves(14336, 1));
+  EXPECT_TRUE(use_halves(min_k, 1));
+  EXPECT_FALSE(use_halves(min_k - 8, 1));
+  EXPECT_FALSE(use_halves(4096, 1));
+  // Two M tiles (9..16 tokens): never.
+  EXPECT_FALSE(use_halves(11008, 2));
+  EXPECT_FALSE(use_halves(4096, 2));
 }
 
 TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {

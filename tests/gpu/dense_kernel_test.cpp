@@ -16,45 +16,46 @@ TEST(DenseGemv, RejectsFp32WithAStatus) {
   EXPECT_FALSE(k.run(kernels::Problem{dw.value(), x.view, y.view, {}}, nullptr).ok());
 }
 
-// The same checks with each pipeline forced (the bulk-copy one falls back to the register kernel
-// below sm_90), so both are covered whatever the rule picks on a device.
+// The same checks with the register kernel's steps forced into one piece or two halves, so both
+// are covered whatever use_halves picks (it picks halves only on rows of 8192 columns or more,
+// which the standard shapes do not have).
 namespace {
-using kernels::dense_gemv::Pipeline;
-Status run_registers(const kernels::Problem& p, Stream s) {
-  return kernels::dense_gemv::run_with(p, s, Pipeline::registers);
+using kernels::dense_gemv::Steps;
+Status run_one_piece(const kernels::Problem& p, Stream s) {
+  return kernels::dense_gemv::run_with(p, s, Steps::one_piece);
 }
-Status run_bulk(const kernels::Problem& p, Stream s) {
-  return kernels::dense_gemv::run_with(p, s, Pipeline::bulk);
+Status run_halves(const kernels::Problem& p, Stream s) {
+  return kernels::dense_gemv::run_with(p, s, Steps::halves);
 }
-const bool kForcedPipelines = [] {
+const bool kForcedSteps = [] {
   const auto* base = kernels::find_kernel("dense.gemv");
   if (base == nullptr) return false;
-  kernels::KernelInfo registers = *base, bulk = *base;
-  registers.name = "dense.gemv:registers";
-  registers.run = run_registers;
-  bulk.name = "dense.gemv:bulk";
-  bulk.run = run_bulk;
-  test::test_kernels().push_back(registers);
-  test::test_kernels().push_back(bulk);
+  kernels::KernelInfo one_piece = *base, halves = *base;
+  one_piece.name = "dense.gemv:one_piece";
+  one_piece.run = run_one_piece;
+  halves.name = "dense.gemv:halves";
+  halves.run = run_halves;
+  test::test_kernels().push_back(one_piece);
+  test::test_kernels().push_back(halves);
   return true;
 }();
 }  // namespace
 
-SPARROW_DECODE_KERNEL_TESTS(DenseGemvRegisters, "dense.gemv:registers", Format::dense)
-SPARROW_DECODE_KERNEL_TESTS(DenseGemvBulk, "dense.gemv:bulk", Format::dense)
+SPARROW_DECODE_KERNEL_TESTS(DenseGemvOnePiece, "dense.gemv:one_piece", Format::dense)
+SPARROW_DECODE_KERNEL_TESTS(DenseGemvHalves, "dense.gemv:halves", Format::dense)
 
-TEST(DenseGemvBulk, TallAndLongWeightsLoopOverTiles) {
-  ASSERT_TRUE(kForcedPipelines);
-  // More tiles than one wave holds (blocks loop over tiles, stages carried across them), a K of
-  // many stages with a partial last one (4100 = 16 x 256 + 4), and a K of less than one stage.
-  const auto& k = test::kernel_named("dense.gemv:bulk");
+TEST(DenseGemv, LongRowsTakeHalves) {
+  ASSERT_TRUE(kForcedSteps);
+  // Rows past kHalvesMinK (the rule's halves at N <= 8, one piece at 9..16), with a K that is a
+  // multiple of nothing, both dtypes, with and without input_rms.
+  const auto& k = test::kernel_named("dense.gemv");
   for (DType t : {DType::fp16, DType::bf16}) {
-    for (auto [m, kk] : {std::pair<int64_t, int64_t>{40000, 200}, {3001, 4100}, {257, 9}}) {
-      const Weight w = test::encode_or_fail(Format::dense, patterns::random(t, m, kk, 0.3, 17));
-      for (int n : {1, 8, 16}) {
-        EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 18 + n), t))
-            << dtype_name(t) << " " << m << "x" << kk << " N=" << n;
-      }
+    const Weight w = test::encode_or_fail(Format::dense, patterns::random(t, 333, 8203, 0.0, 17));
+    for (int n : {1, 5, 8, 9, 16}) {
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 18 + n), t))
+          << dtype_name(t) << " 333x8203 N=" << n;
+      EXPECT_TRUE(test::kernel_ok(test::check_kernel(k, w, n, 40 + n, true, true, true, true), t))
+          << dtype_name(t) << " 333x8203 input_rms+bias+accumulate N=" << n;
     }
   }
 }

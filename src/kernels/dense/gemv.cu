@@ -162,14 +162,11 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 }
 
 template <class T, int MT, int NT>
-cudaError_t launch_instance(bool rms, bool dependent, dim3 grid, dim3 block, Stream stream,
+cudaError_t launch_instance(bool rms, bool halves, bool dependent, dim3 grid, dim3 block, Stream stream,
                             const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n,
                             T* y, int64_t ldy, const T* bias, bool accumulate, bool x_vec,
                             float rms_eps) {
-  // SPARROW_GEMV_HALVES=0|1: the iteration's steps in one piece / two halves (experiments and
-  // A/B runs; read once).
-  static const int halves = env_knob("SPARROW_GEMV_HALVES", 0);
-  auto kernel = halves == 1 ? (rms ? gemv_kernel<T, MT, NT, true, true>
+  auto kernel = halves ? (rms ? gemv_kernel<T, MT, NT, true, true>
                                    : gemv_kernel<T, MT, NT, false, true>)
                             : (rms ? gemv_kernel<T, MT, NT, true, false>
                                    : gemv_kernel<T, MT, NT, false, false>);
@@ -178,7 +175,7 @@ cudaError_t launch_instance(bool rms, bool dependent, dim3 grid, dim3 block, Str
 }
 
 template <class T>
-Status launch(const dense::Matrix& dm, const Problem& p, const DeviceInfo& dev, Pipeline pipeline,
+Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps steps,
               Stream stream) {
   const T* w = reinterpret_cast<const T*>(dm.values.data());
   const T* x = static_cast<const T*>(p.x.data);
@@ -186,44 +183,30 @@ Status launch(const dense::Matrix& dm, const Problem& p, const DeviceInfo& dev, 
   const T* bias = static_cast<const T*>(p.opt.bias);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
   const int64_t n = p.n();
-  // SPARROW_GEMV_PIPELINE=0|1: never / always the bulk-copy pipeline on sm_90 (experiments and
-  // A/B runs; read once; unset: the rule).
-  static const int knob = env_knob("SPARROW_GEMV_PIPELINE", -1);
-  if (pipeline == Pipeline::automatic && knob >= 0) {
-    pipeline = knob == 1 ? Pipeline::bulk : Pipeline::registers;
-  }
-  // Opt-in only: measured slower than the register kernel on every Llama shape but 28672x8192
-  // (H200, session 48, bench/NOTES-decode.md). The bulk copies need 16-byte aligned rows; the
-  // kernel has no body below sm_90.
-  const bool bulk = pipeline == Pipeline::bulk && dev.cc_major >= 9 &&
-                    reinterpret_cast<uintptr_t>(w) % 16 == 0 && dm.ld % 8 == 0;
+  // SPARROW_GEMV_HALVES=0|1: always one piece / always halves (experiments and A/B runs; read
+  // once; unset: use_halves).
+  static const int knob = env_knob("SPARROW_GEMV_HALVES", -1);
+  if (steps == Steps::automatic && knob >= 0) steps = knob == 1 ? Steps::halves : Steps::one_piece;
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
     const T* xp = x + t0 * p.x.ld;
     T* yp = y + t0 * p.y.ld;
+    // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
+    const int mt = nt <= 8 ? 1 : 2;
+    const bool halves =
+        steps == Steps::automatic ? use_halves(dm.ld, mt) : steps == Steps::halves;
+    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
+    const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
-    if (bulk) {
-      BulkPass bp;
-      bp.w = w, bp.ldw = dm.ld, bp.m = dm.shape.rows, bp.k = dm.shape.cols;
-      bp.x = xp, bp.ldx = p.x.ld, bp.n = nt, bp.y = yp, bp.ldy = p.y.ld;
-      bp.bias = bias, bp.accumulate = p.opt.accumulate, bp.x_vec = x_vec;
-      bp.rms = rms, bp.rms_eps = p.opt.rms_eps, bp.dependent = dependent;
-      SPARROW_RETURN_IF_ERROR(launch_bulk(dm.shape.dtype, bp, dev.sm_count, stream));
-      continue;
-    }
-    // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
-    const int mt = nt <= 8 ? 1 : 2;
-    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, dev.sm_count, mt);
-    const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, dependent, grid, block, stream, dm, w, xp, p.x.ld,
-                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+        mt == 1 ? launch_instance<T, 1, 1>(rms, halves, dependent, grid, block, stream, dm, w, xp,
+                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, dependent, grid, block, stream, dm, w, xp, p.x.ld,
-                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                : launch_instance<T, 2, 2>(rms, halves, dependent, grid, block, stream, dm, w, xp,
+                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
@@ -246,19 +229,21 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   return lp;
 }
 
+bool use_halves(int64_t ld, int m_tiles) { return m_tiles == 1 && ld >= Config::kHalvesMinK; }
+
 bool takes_input_rms(const Weight&, int64_t) { return true; }
 
-Status run(const Problem& p, Stream stream) { return run_with(p, stream, Pipeline::automatic); }
+Status run(const Problem& p, Stream stream) { return run_with(p, stream, Steps::automatic); }
 
-Status run_with(const Problem& p, Stream stream, Pipeline pipeline) {
+Status run_with(const Problem& p, Stream stream, Steps steps) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true));
   const auto& dm = std::get<dense::Matrix>(p.w);
   if (dm.shape.dtype == DType::fp32) {
     return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");
   }
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
-  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev, pipeline, stream);
-  return launch<__nv_bfloat16>(dm, p, dev, pipeline, stream);
+  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev.sm_count, steps, stream);
+  return launch<__nv_bfloat16>(dm, p, dev.sm_count, steps, stream);
 }
 
 }  // namespace sparrow::kernels::dense_gemv
