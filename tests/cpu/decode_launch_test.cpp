@@ -54,18 +54,28 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
 }
 
 TEST(DecodeLaunch, DenseGemvHalvesOnLongRowsOfOneTile) {
-  using dense_gemv::use_halves;
+  using dense_gemv::choose_steps;
+  using dense_gemv::Steps;
   const int64_t min_k = dense_gemv::Config::kHalvesMinK;
   // One M tile (1..8 tokens): halves from kHalvesMinK columns (4096 x 11008, 4096 x 14336,
   // 28672 x 8192), one piece below (every K = 4096 weight).
-  EXPECT_TRUE(use_halves(11008, 1));
-  EXPECT_TRUE(use_halves(14336, 1));
-  EXPECT_TRUE(use_halves(min_k, 1));
-  EXPECT_FALSE(use_halves(min_k - 8, 1));
-  EXPECT_FALSE(use_halves(4096, 1));
+  EXPECT_EQ(choose_steps(11008, 1), Steps::halves);
+  EXPECT_EQ(choose_steps(14336, 1), Steps::halves);
+  EXPECT_EQ(choose_steps(min_k, 1), Steps::halves);
+  EXPECT_EQ(choose_steps(min_k - 8, 1), Steps::one_piece);
+  EXPECT_EQ(choose_steps(4096, 1), Steps::one_piece);
   // Two M tiles (9..16 tokens): never.
-  EXPECT_FALSE(use_halves(11008, 2));
-  EXPECT_FALSE(use_halves(4096, 2));
+  EXPECT_EQ(choose_steps(11008, 2), Steps::one_piece);
+  EXPECT_EQ(choose_steps(4096, 2), Steps::one_piece);
+}
+
+TEST(DecodeLaunch, DenseGemvRingFitsTheSharedMemoryOfAnSm) {
+  // Two 12-warp ring blocks (one M tile, 1..8 tokens) must fit an sm_80 / sm_90 SM's 227 KB of
+  // shared memory next to their static partial sums (6.75 KB with input_rms) and the 1 KB the
+  // system reserves per block, or the ring would halve the resident warps.
+  const size_t block = dense_gemv::ring_bytes(dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(block, size_t(dense_gemv::Config::kMaxWarps) * 8 * 1024);
+  EXPECT_LE(2 * (block + 7 * 1024 + 1024), size_t(227) * 1024);
 }
 
 TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {

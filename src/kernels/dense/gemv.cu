@@ -13,6 +13,7 @@
 #include "kernels/decode_common.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/device_info.hpp"
+#include "kernels/tensor_core/mma.cuh"
 
 namespace sparrow::kernels::dense_gemv {
 
@@ -34,7 +35,11 @@ namespace {
 // iteration are loaded as soon as its mmas are issued, so one half's loads are in flight while
 // the other half computes (without it a warp has no weight load in flight from its last load's
 // arrival to its next iteration's loads: ncu, H200, session 47). The same registers.
-template <class T, int MT, int NT, bool RMS, bool HALVES>
+// RING: a warp's weights go through its own ring of Config::kRingIterations iterations in shared
+// memory (dynamic, `ring`), filled by cp.async: the copies of the next iterations stay in flight
+// while this one computes, with no register held for them. Each lane reads back only the 16-byte
+// slots it copied itself, so cp.async.wait_group alone orders them (no barrier, no other warp).
+template <class T, int MT, int NT, bool RMS, Steps MODE>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
@@ -127,12 +132,68 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       }
     }
   };
+  if constexpr (MODE == Steps::ring) {
+    constexpr int D = Config::kRingIterations;
+    // (warp, iteration slot, step, M tile, rows g / g + 8, lane): lane-contiguous 16-byte slots,
+    // so a warp's 32 reads of one (step, tile, row half) are one conflict-free 512-byte access.
+    extern __shared__ uint4 ring[];
+    const uint32_t my = tc::smem_addr(ring + size_t(warp) * D * U * MT * 2 * 32 + lane);
+    auto slot_addr = [&](int d, int u, int i, int h) {
+      return my + uint32_t((((d * U + u) * MT + i) * 2 + h) * 32 * 16);
+    };
+    // Copies of the iteration starting at step s0 into slot d, as one commit group (an empty
+    // group past the warp's last step keeps wait_group's count uniform). Chunks past K and rows
+    // past M are zero-filled without being read.
+    auto issue = [&](int64_t s0, int d) {
+      if (s0 < steps) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t chunk = (s0 + u) * 4 + t;
+          const bool in_k = chunk < chunks;
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int64_t row = row_base + 16 * i + g + 8 * h;
+              const bool ok = in_k && row < m;
+              tc::cp_async16(slot_addr(d, u, i, h), ok ? w + row * ldw + chunk * 8 : w, ok ? 16 : 0);
+            }
+        }
+      }
+      tc::cp_async_commit();
+    };
+    // The first D iterations' weights are requested before waiting for the kernel that writes X.
+#pragma unroll
+    for (int d = 0; d < D; ++d) issue(first + d * stride, d);
+    wait_for_previous();
+    int d = 0;
+    for (int64_t s0 = first; s0 < steps; s0 += stride) {
+      tc::cp_async_wait<D - 1>();  // this lane's copies of iteration s0 have landed
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            uint4 v;
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                         : "r"(slot_addr(d, u, i, h)));
+            a[u][i][h] = v;
+          }
+      // The mmas consume every register read from slot d before its refill is issued.
+      compute(s0, 0, U);
+      issue(s0 + D * stride, d);
+      d = d + 1 == D ? 0 : d + 1;
+    }
+    tc::cp_async_wait<0>();  // no copy may outlive the block's shared memory
+  } else {
   // The first steps' weights are loaded before waiting for the kernel that writes X (dependent
   // launch); nothing before wait_for_previous() touches X or Y.
   if (first < steps) load_w(first, 0, U);
   wait_for_previous();
   for (int64_t s0 = first; s0 < steps; s0 += stride) {
-    if constexpr (HALVES) {
+    if constexpr (MODE == Steps::halves) {
       constexpr int H = U / 2;
       const int64_t next = s0 + stride;
       compute(s0, 0, H);
@@ -145,6 +206,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
       if (s0 != first) load_w(s0, 0, U);
       compute(s0, 0, U);
     }
+  }
   }
 
   if constexpr (RMS) {
@@ -161,17 +223,47 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   }
 }
 
-template <class T, int MT, int NT>
-cudaError_t launch_instance(bool rms, bool halves, bool dependent, dim3 grid, dim3 block, Stream stream,
-                            const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n,
-                            T* y, int64_t ldy, const T* bias, bool accumulate, bool x_vec,
-                            float rms_eps) {
-  auto kernel = halves ? (rms ? gemv_kernel<T, MT, NT, true, true>
-                                   : gemv_kernel<T, MT, NT, false, true>)
-                            : (rms ? gemv_kernel<T, MT, NT, true, false>
-                                   : gemv_kernel<T, MT, NT, false, false>);
-  return launch_kernel(dependent, kernel, grid, block, 0, stream, w, dm.ld, dm.shape.rows,
+template <class T, int MT, int NT, Steps MODE>
+cudaError_t launch_mode(bool rms, bool dependent, dim3 grid, dim3 block, Stream stream,
+                        const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n, T* y,
+                        int64_t ldy, const T* bias, bool accumulate, bool x_vec, float rms_eps) {
+  auto kernel = rms ? gemv_kernel<T, MT, NT, true, MODE> : gemv_kernel<T, MT, NT, false, MODE>;
+  size_t smem = 0;
+  if constexpr (MODE == Steps::ring) {
+    smem = ring_bytes(int(block.x / 32));
+    // Past 48 KB a kernel must opt in, once per instance (the attribute is per function).
+    static const cudaError_t opt_in = [&] {
+      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(ring_bytes(Config::kMaxWarps)));
+      if (e == cudaSuccess) {
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 int(cudaSharedmemCarveoutMaxShared));
+      }
+      return e;
+    }();
+    if (opt_in != cudaSuccess) return opt_in;
+  }
+  return launch_kernel(dependent, kernel, grid, block, smem, stream, w, dm.ld, dm.shape.rows,
                        dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
+}
+
+template <class T, int MT, int NT>
+cudaError_t launch_instance(bool rms, Steps mode, bool dependent, dim3 grid, dim3 block,
+                            Stream stream, const dense::Matrix& dm, const T* w, const T* x,
+                            int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
+                            bool x_vec, float rms_eps) {
+  switch (mode) {
+    case Steps::halves:
+      return launch_mode<T, MT, NT, Steps::halves>(rms, dependent, grid, block, stream, dm, w, x,
+                                                   ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
+    case Steps::ring:
+      return launch_mode<T, MT, NT, Steps::ring>(rms, dependent, grid, block, stream, dm, w, x,
+                                                 ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
+    default:
+      return launch_mode<T, MT, NT, Steps::one_piece>(rms, dependent, grid, block, stream, dm, w,
+                                                      x, ldx, n, y, ldy, bias, accumulate, x_vec,
+                                                      rms_eps);
+  }
 }
 
 template <class T>
@@ -183,10 +275,12 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
   const T* bias = static_cast<const T*>(p.opt.bias);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
   const int64_t n = p.n();
-  // SPARROW_GEMV_HALVES=0|1: always one piece / always halves (experiments and A/B runs; read
-  // once; unset: use_halves).
-  static const int knob = env_knob("SPARROW_GEMV_HALVES", -1);
-  if (steps == Steps::automatic && knob >= 0) steps = knob == 1 ? Steps::halves : Steps::one_piece;
+  // SPARROW_GEMV_STEPS=0|1|2: always one piece / halves / ring (experiments and A/B runs; read
+  // once; unset: the rule, choose_steps).
+  static const int knob = env_knob("SPARROW_GEMV_STEPS", -1);
+  if (steps == Steps::automatic && knob >= 0 && knob <= 2) {
+    steps = knob == 0 ? Steps::one_piece : knob == 1 ? Steps::halves : Steps::ring;
+  }
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
@@ -194,18 +288,17 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
     T* yp = y + t0 * p.y.ld;
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
-    const bool halves =
-        steps == Steps::automatic ? use_halves(dm.ld, mt) : steps == Steps::halves;
+    const Steps mode = steps == Steps::automatic ? choose_steps(dm.ld, mt) : steps;
     const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, halves, dependent, grid, block, stream, dm, w, xp,
+        mt == 1 ? launch_instance<T, 1, 1>(rms, mode, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, halves, dependent, grid, block, stream, dm, w, xp,
+                : launch_instance<T, 2, 2>(rms, mode, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
@@ -229,7 +322,15 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   return lp;
 }
 
-bool use_halves(int64_t ld, int m_tiles) { return m_tiles == 1 && ld >= Config::kHalvesMinK; }
+Steps choose_steps(int64_t ld, int m_tiles) {
+  return m_tiles == 1 && ld >= Config::kHalvesMinK ? Steps::halves : Steps::one_piece;
+}
+
+size_t ring_bytes(int warps) {
+  // Per warp: kRingIterations iterations of kStepsInFlight / MT steps x MT tiles x 2 rows x 32
+  // lanes x 16 bytes, i.e. the same kStepsInFlight * 1 KB per iteration for one or two M tiles.
+  return size_t(warps) * Config::kRingIterations * Config::kStepsInFlight * 2 * 32 * 16;
+}
 
 bool takes_input_rms(const Weight&, int64_t) { return true; }
 

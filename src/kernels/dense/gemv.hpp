@@ -2,6 +2,7 @@
 // floor. See docs/kernels.md ("dense.gemv") for the design.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
@@ -24,8 +25,11 @@ struct Config {
   // alone on its SM (measured 1.04-1.08x the time on 22016x4096 and 32000x4096): their blocks are
   // sized for ~32 warps per SM instead (22016 rows: 3 blocks of 7 warps).
   static constexpr int kTargetWarpsPerSm = 32;
-  // Rows (ld) from which one M tile runs its steps in halves (use_halves).
+  // Rows (ld) from which one M tile runs its steps in halves (choose_steps).
   static constexpr int64_t kHalvesMinK = 8192;
+  // Steps::ring: iterations (kStepsInFlight steps each) a warp's ring in shared memory holds,
+  // i.e. how many are in flight while one computes; 8 KB per warp, 96 KB per 12-warp block.
+  static constexpr int kRingIterations = 2;
 };
 
 struct LaunchPlan {
@@ -39,16 +43,21 @@ struct LaunchPlan {
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
 // How a warp's U in-flight steps run: in one piece (all U steps' weights loaded, then their
-// mmas, then the next U steps' loads) or in two halves (each half's next weights loaded right
+// mmas, then the next U steps' loads), in two halves (each half's next weights loaded right
 // after its mmas, so half of them are in flight while the other half computes; the same
-// registers). Halves measured 8-12 % faster on long rows (4096 x 11008 and 4096 x 14336 at N = 1,
-// H200, session 48) and 4-8 % slower on K = 4096 weights, whose warps run ~3 iterations each.
-enum class Steps { automatic, one_piece, halves };
+// registers), or through a ring in shared memory filled by cp.async (the next
+// kRingIterations - 1 iterations' weights in flight while one computes, no registers held for
+// them). Halves measured 11-13 % faster on long rows (4096 x 11008 and 4096 x 14336 at N = 1,
+// H200, session 48; 2 % on 28672 x 8192) and 4-8 % slower on K = 4096 weights, whose warps run
+// ~3 iterations each.
+enum class Steps { automatic, one_piece, halves, ring };
 
 // The rule for Steps::automatic: halves for one M tile (1..8 tokens) on rows of at least
 // Config::kHalvesMinK columns (ld), one piece otherwise (two M tiles were slower with halves on
 // every shape measured).
-bool use_halves(int64_t ld, int m_tiles);
+Steps choose_steps(int64_t ld, int m_tiles);
+// Dynamic shared memory of a Steps::ring block of `warps` warps.
+size_t ring_bytes(int warps);
 
 Status run(const Problem& p, Stream stream);
 Status run_with(const Problem& p, Stream stream, Steps steps);
