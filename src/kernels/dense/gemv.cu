@@ -39,7 +39,41 @@ namespace {
 // memory (dynamic, `ring`), filled by cp.async: the copies of the next iterations stay in flight
 // while this one computes, with no register held for them. Each lane reads back only the 16-byte
 // slots it copied itself, so cp.async.wait_group alone orders them (no barrier, no other warp).
-template <class T, int MT, int NT, bool RMS, Steps MODE>
+// L2P: the L2 prefetch size (bytes) the weight loads ask for on a miss (0: none, 128, 256): a
+// load instruction reads 64 bytes of each of 8 rows, and a warp's U steps read 64 * U contiguous
+// bytes of each row, so 128 fetches the rest of the line, 256 the warp's whole run.
+template <int L2P>
+__device__ __forceinline__ uint4 load_weight16(const void* p) {
+  if constexpr (L2P == 0) {
+    return load_stream16(p);
+  } else {
+    uint4 r;
+    if constexpr (L2P == 128) {
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                   : "l"(p));
+    } else {
+      asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                   : "l"(p));
+    }
+    return r;
+  }
+}
+template <int L2P>
+__device__ __forceinline__ void copy_weight16(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (L2P == 0) {
+    tc::cp_async16(dst, src, src_bytes);
+  } else if constexpr (L2P == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+  }
+}
+
+template <class T, int MT, int NT, bool RMS, Steps MODE, int L2P>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
@@ -82,7 +116,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t row = row_base + 16 * i + g + 8 * h;
-          a[u][i][h] = (in_k && row < m) ? load_stream16(w + row * ldw + chunk * 8) : zero;
+          a[u][i][h] = (in_k && row < m) ? load_weight16<L2P>(w + row * ldw + chunk * 8) : zero;
         }
     }
   };
@@ -156,7 +190,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
             for (int h = 0; h < 2; ++h) {
               const int64_t row = row_base + 16 * i + g + 8 * h;
               const bool ok = in_k && row < m;
-              tc::cp_async16(slot_addr(d, u, i, h), ok ? w + row * ldw + chunk * 8 : w, ok ? 16 : 0);
+              copy_weight16<L2P>(slot_addr(d, u, i, h), ok ? w + row * ldw + chunk * 8 : w, ok ? 16 : 0);
             }
         }
       }
@@ -223,47 +257,73 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
   }
 }
 
-template <class T, int MT, int NT, Steps MODE>
+template <class T, int MT, int NT, Steps MODE, int L2P>
 cudaError_t launch_mode(bool rms, bool dependent, dim3 grid, dim3 block, Stream stream,
                         const dense::Matrix& dm, const T* w, const T* x, int64_t ldx, int n, T* y,
                         int64_t ldy, const T* bias, bool accumulate, bool x_vec, float rms_eps) {
-  auto kernel = rms ? gemv_kernel<T, MT, NT, true, MODE> : gemv_kernel<T, MT, NT, false, MODE>;
+  auto plain = gemv_kernel<T, MT, NT, false, MODE, L2P>;
+  auto with_rms = gemv_kernel<T, MT, NT, true, MODE, L2P>;
   size_t smem = 0;
   if constexpr (MODE == Steps::ring) {
     smem = ring_bytes(int(block.x / 32));
-    // Past 48 KB a kernel must opt in, once per instance (the attribute is per function).
+    // Past 48 KB a kernel must opt in, once per function (both norm variants at once).
     static const cudaError_t opt_in = [&] {
-      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(ring_bytes(Config::kMaxWarps)));
-      if (e == cudaSuccess) {
-        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 int(cudaSharedmemCarveoutMaxShared));
+      cudaError_t e = cudaSuccess;
+      for (auto kernel : {plain, with_rms}) {
+        if (e == cudaSuccess) {
+          e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(ring_bytes(Config::kMaxWarps)));
+        }
+        if (e == cudaSuccess) {
+          e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   int(cudaSharedmemCarveoutMaxShared));
+        }
       }
       return e;
     }();
     if (opt_in != cudaSuccess) return opt_in;
   }
-  return launch_kernel(dependent, kernel, grid, block, smem, stream, w, dm.ld, dm.shape.rows,
-                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
+  return launch_kernel(dependent, rms ? with_rms : plain, grid, block, smem, stream, w, dm.ld,
+                       dm.shape.rows, dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec,
+                       rms_eps);
+}
+
+template <class T, int MT, int NT, int L2P>
+cudaError_t launch_steps(bool rms, Steps mode, bool dependent, dim3 grid, dim3 block,
+                         Stream stream, const dense::Matrix& dm, const T* w, const T* x,
+                         int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
+                         bool x_vec, float rms_eps) {
+  switch (mode) {
+    case Steps::halves:
+      return launch_mode<T, MT, NT, Steps::halves, L2P>(rms, dependent, grid, block, stream, dm,
+                                                        w, x, ldx, n, y, ldy, bias, accumulate,
+                                                        x_vec, rms_eps);
+    case Steps::ring:
+      return launch_mode<T, MT, NT, Steps::ring, L2P>(rms, dependent, grid, block, stream, dm, w,
+                                                      x, ldx, n, y, ldy, bias, accumulate, x_vec,
+                                                      rms_eps);
+    default:
+      return launch_mode<T, MT, NT, Steps::one_piece, L2P>(rms, dependent, grid, block, stream,
+                                                           dm, w, x, ldx, n, y, ldy, bias,
+                                                           accumulate, x_vec, rms_eps);
+  }
 }
 
 template <class T, int MT, int NT>
-cudaError_t launch_instance(bool rms, Steps mode, bool dependent, dim3 grid, dim3 block,
+cudaError_t launch_instance(bool rms, Steps mode, int l2p, bool dependent, dim3 grid, dim3 block,
                             Stream stream, const dense::Matrix& dm, const T* w, const T* x,
                             int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
                             bool x_vec, float rms_eps) {
-  switch (mode) {
-    case Steps::halves:
-      return launch_mode<T, MT, NT, Steps::halves>(rms, dependent, grid, block, stream, dm, w, x,
-                                                   ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
-    case Steps::ring:
-      return launch_mode<T, MT, NT, Steps::ring>(rms, dependent, grid, block, stream, dm, w, x,
-                                                 ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
-    default:
-      return launch_mode<T, MT, NT, Steps::one_piece>(rms, dependent, grid, block, stream, dm, w,
-                                                      x, ldx, n, y, ldy, bias, accumulate, x_vec,
-                                                      rms_eps);
+  if (l2p == 256) {
+    return launch_steps<T, MT, NT, 256>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
+                                        n, y, ldy, bias, accumulate, x_vec, rms_eps);
   }
+  if (l2p == 128) {
+    return launch_steps<T, MT, NT, 128>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
+                                        n, y, ldy, bias, accumulate, x_vec, rms_eps);
+  }
+  return launch_steps<T, MT, NT, 0>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx, n,
+                                    y, ldy, bias, accumulate, x_vec, rms_eps);
 }
 
 template <class T>
@@ -281,6 +341,8 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
   if (steps == Steps::automatic && knob >= 0 && knob <= 2) {
     steps = knob == 0 ? Steps::one_piece : knob == 1 ? Steps::halves : Steps::ring;
   }
+  // SPARROW_GEMV_L2_PREFETCH=0|128|256: the weight loads' L2 prefetch size (experiment).
+  static const int l2p = env_knob("SPARROW_GEMV_L2_PREFETCH", 0);
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
@@ -295,10 +357,10 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, mode, dependent, grid, block, stream, dm, w, xp,
+        mt == 1 ? launch_instance<T, 1, 1>(rms, mode, l2p, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, mode, dependent, grid, block, stream, dm, w, xp,
+                : launch_instance<T, 2, 2>(rms, mode, l2p, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
