@@ -53,20 +53,23 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
   EXPECT_GE(dense_gemv::plan(1, 1, 0, 2).warps, 1);  // a bogus SM count still gives a launch
 }
 
-TEST(DecodeLaunch, DenseGemvHalvesOnLongRowsOfOneTile) {
+TEST(DecodeLaunch, DenseGemvStepsByRowLengthAndTokens) {
   using dense_gemv::choose_steps;
   using dense_gemv::Steps;
   const int64_t min_k = dense_gemv::Config::kHalvesMinK;
-  // One M tile (1..8 tokens): halves from kHalvesMinK columns (4096 x 11008, 4096 x 14336,
-  // 28672 x 8192), one piece below (every K = 4096 weight).
-  EXPECT_EQ(choose_steps(11008, 1), Steps::halves);
-  EXPECT_EQ(choose_steps(14336, 1), Steps::halves);
-  EXPECT_EQ(choose_steps(min_k, 1), Steps::halves);
-  EXPECT_EQ(choose_steps(min_k - 8, 1), Steps::one_piece);
-  EXPECT_EQ(choose_steps(4096, 1), Steps::one_piece);
-  // Two M tiles (9..16 tokens): never.
-  EXPECT_EQ(choose_steps(11008, 2), Steps::one_piece);
-  EXPECT_EQ(choose_steps(4096, 2), Steps::one_piece);
+  // One M tile (1..8 tokens) on rows of kHalvesMinK columns or more (4096 x 11008, 4096 x 14336,
+  // 28672 x 8192): the ring for one token, halves for 2..8.
+  EXPECT_EQ(choose_steps(11008, 1, 1), Steps::ring);
+  EXPECT_EQ(choose_steps(min_k, 1, 1), Steps::ring);
+  EXPECT_EQ(choose_steps(11008, 1, 2), Steps::halves);
+  EXPECT_EQ(choose_steps(14336, 1, 8), Steps::halves);
+  // Shorter rows (every K = 4096 weight): one piece.
+  EXPECT_EQ(choose_steps(min_k - 8, 1, 1), Steps::one_piece);
+  EXPECT_EQ(choose_steps(4096, 1, 1), Steps::one_piece);
+  EXPECT_EQ(choose_steps(4096, 1, 8), Steps::one_piece);
+  // Two M tiles (9..16 tokens): one piece on every row length.
+  EXPECT_EQ(choose_steps(11008, 2, 9), Steps::one_piece);
+  EXPECT_EQ(choose_steps(4096, 2, 16), Steps::one_piece);
 }
 
 TEST(DecodeLaunch, DenseGemvRingFitsTheSharedMemoryOfAnSm) {

@@ -17,8 +17,8 @@ TEST(DenseGemv, RejectsFp32WithAStatus) {
 }
 
 // The same checks with the kernel's steps forced into one piece, two halves or the shared-memory
-// ring, so each is covered whatever choose_steps picks (it picks halves only on rows of 8192
-// columns or more, which the standard shapes do not have, and never the ring).
+// ring, so each is covered whatever choose_steps picks (halves and the ring only on rows of 8192
+// columns or more, which the standard shapes do not have).
 namespace {
 using kernels::dense_gemv::Steps;
 Status run_one_piece(const kernels::Problem& p, Stream s) {
@@ -51,11 +51,11 @@ SPARROW_DECODE_KERNEL_TESTS(DenseGemvOnePiece, "dense.gemv:one_piece", Format::d
 SPARROW_DECODE_KERNEL_TESTS(DenseGemvHalves, "dense.gemv:halves", Format::dense)
 SPARROW_DECODE_KERNEL_TESTS(DenseGemvRing, "dense.gemv:ring", Format::dense)
 
-TEST(DenseGemv, LongRowsTakeHalves) {
+TEST(DenseGemv, LongRows) {
   ASSERT_TRUE(kForcedSteps);
-  // Rows past kHalvesMinK (the rule's halves at N <= 8, one piece at 9..16), with a K that is a
-  // multiple of nothing, both dtypes, with and without input_rms; the ring on the same rows
-  // (several iterations per warp, so its slots are refilled).
+  // Rows past kHalvesMinK (the rule's ring at N = 1, halves at 2..8, one piece at 9..16), with a
+  // K that is a multiple of nothing, both dtypes, with and without input_rms; the forced ring on
+  // the same rows at every N (several iterations per warp, so its slots are refilled).
   for (const char* name : {"dense.gemv", "dense.gemv:ring"}) {
     const auto& k = test::kernel_named(name);
     for (DType t : {DType::fp16, DType::bf16}) {

@@ -39,9 +39,13 @@ namespace {
 // memory (dynamic, `ring`), filled by cp.async: the copies of the next iterations stay in flight
 // while this one computes, with no register held for them. Each lane reads back only the 16-byte
 // slots it copied itself, so cp.async.wait_group alone orders them (no barrier, no other warp).
-// L2P: the L2 prefetch size (bytes) the weight loads ask for on a miss (0: none, 128, 256): a
-// load instruction reads 64 bytes of each of 8 rows, and a warp's U steps read 64 * U contiguous
-// bytes of each row, so 128 fetches the rest of the line, 256 the warp's whole run.
+// L2P: the L2 prefetch size (bytes) the weight loads ask for on a miss (0: none, 128, 256). One
+// load instruction reads 64 bytes of each of 8 rows (4 lanes x 16 B), the other half of each
+// 128-byte line comes with the next step's instruction, and a warp's U steps read 64 * U = 256
+// contiguous bytes of each row. Without the hint each half line is its own L2 miss and DRAM
+// request; with it the first miss fetches the line (128) or the warp's run (256). Measured on the
+// H200 (session 49): 128 took the register kernel to 0.91-0.97x the time at N = 1 and 8 on every
+// Llama shape (256: 0.94-0.98x); the ring is fastest with 256 (its iterations are whole runs).
 template <int L2P>
 __device__ __forceinline__ uint4 load_weight16(const void* p) {
   if constexpr (L2P == 0) {
@@ -288,42 +292,40 @@ cudaError_t launch_mode(bool rms, bool dependent, dim3 grid, dim3 block, Stream 
                        rms_eps);
 }
 
-template <class T, int MT, int NT, int L2P>
+template <class T, int MT, int NT, bool PREFETCH>
 cudaError_t launch_steps(bool rms, Steps mode, bool dependent, dim3 grid, dim3 block,
                          Stream stream, const dense::Matrix& dm, const T* w, const T* x,
                          int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
                          bool x_vec, float rms_eps) {
+  constexpr int kRegisterL2P = PREFETCH ? Config::kRegisterL2Prefetch : 0;
+  constexpr int kRingL2P = PREFETCH ? Config::kRingL2Prefetch : 0;
   switch (mode) {
     case Steps::halves:
-      return launch_mode<T, MT, NT, Steps::halves, L2P>(rms, dependent, grid, block, stream, dm,
-                                                        w, x, ldx, n, y, ldy, bias, accumulate,
-                                                        x_vec, rms_eps);
+      return launch_mode<T, MT, NT, Steps::halves, kRegisterL2P>(
+          rms, dependent, grid, block, stream, dm, w, x, ldx, n, y, ldy, bias, accumulate, x_vec,
+          rms_eps);
     case Steps::ring:
-      return launch_mode<T, MT, NT, Steps::ring, L2P>(rms, dependent, grid, block, stream, dm, w,
-                                                      x, ldx, n, y, ldy, bias, accumulate, x_vec,
-                                                      rms_eps);
-    default:
-      return launch_mode<T, MT, NT, Steps::one_piece, L2P>(rms, dependent, grid, block, stream,
+      return launch_mode<T, MT, NT, Steps::ring, kRingL2P>(rms, dependent, grid, block, stream,
                                                            dm, w, x, ldx, n, y, ldy, bias,
                                                            accumulate, x_vec, rms_eps);
+    default:
+      return launch_mode<T, MT, NT, Steps::one_piece, kRegisterL2P>(
+          rms, dependent, grid, block, stream, dm, w, x, ldx, n, y, ldy, bias, accumulate, x_vec,
+          rms_eps);
   }
 }
 
 template <class T, int MT, int NT>
-cudaError_t launch_instance(bool rms, Steps mode, int l2p, bool dependent, dim3 grid, dim3 block,
-                            Stream stream, const dense::Matrix& dm, const T* w, const T* x,
-                            int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
-                            bool x_vec, float rms_eps) {
-  if (l2p == 256) {
-    return launch_steps<T, MT, NT, 256>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
-                                        n, y, ldy, bias, accumulate, x_vec, rms_eps);
+cudaError_t launch_instance(bool rms, Steps mode, bool prefetch, bool dependent, dim3 grid,
+                            dim3 block, Stream stream, const dense::Matrix& dm, const T* w,
+                            const T* x, int64_t ldx, int n, T* y, int64_t ldy, const T* bias,
+                            bool accumulate, bool x_vec, float rms_eps) {
+  if (prefetch) {
+    return launch_steps<T, MT, NT, true>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
+                                         n, y, ldy, bias, accumulate, x_vec, rms_eps);
   }
-  if (l2p == 128) {
-    return launch_steps<T, MT, NT, 128>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
+  return launch_steps<T, MT, NT, false>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx,
                                         n, y, ldy, bias, accumulate, x_vec, rms_eps);
-  }
-  return launch_steps<T, MT, NT, 0>(rms, mode, dependent, grid, block, stream, dm, w, x, ldx, n,
-                                    y, ldy, bias, accumulate, x_vec, rms_eps);
 }
 
 template <class T>
@@ -336,13 +338,15 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
   const int64_t n = p.n();
   // SPARROW_GEMV_STEPS=0|1|2: always one piece / halves / ring (experiments and A/B runs; read
-  // once; unset: the rule, choose_steps).
+  // once; unset: the rule, choose_steps). SPARROW_GEMV_L2_PREFETCH=0: weight loads without the L2
+  // prefetch size (Config::kRegisterL2Prefetch, kRingL2Prefetch), as before session 49.
   static const int knob = env_knob("SPARROW_GEMV_STEPS", -1);
   if (steps == Steps::automatic && knob >= 0 && knob <= 2) {
     steps = knob == 0 ? Steps::one_piece : knob == 1 ? Steps::halves : Steps::ring;
   }
-  // SPARROW_GEMV_L2_PREFETCH=0|128|256: the weight loads' L2 prefetch size (experiment).
-  static const int l2p = env_knob("SPARROW_GEMV_L2_PREFETCH", 0);
+  static const bool prefetch = env_knob("SPARROW_GEMV_L2_PREFETCH", 1) != 0;
+  // SPARROW_GEMV_RING=0: the rule's ring becomes halves (session 48's rule), for A/B runs.
+  static const bool ring = env_knob("SPARROW_GEMV_RING", 1) != 0;
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
@@ -350,17 +354,18 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Steps ste
     T* yp = y + t0 * p.y.ld;
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
-    const Steps mode = steps == Steps::automatic ? choose_steps(dm.ld, mt) : steps;
+    Steps mode = steps == Steps::automatic ? choose_steps(dm.ld, mt, nt) : steps;
+    if (steps == Steps::automatic && mode == Steps::ring && !ring) mode = Steps::halves;
     const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, mode, l2p, dependent, grid, block, stream, dm, w, xp,
+        mt == 1 ? launch_instance<T, 1, 1>(rms, mode, prefetch, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, mode, l2p, dependent, grid, block, stream, dm, w, xp,
+                : launch_instance<T, 2, 2>(rms, mode, prefetch, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
                                            p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
@@ -384,8 +389,9 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   return lp;
 }
 
-Steps choose_steps(int64_t ld, int m_tiles) {
-  return m_tiles == 1 && ld >= Config::kHalvesMinK ? Steps::halves : Steps::one_piece;
+Steps choose_steps(int64_t ld, int m_tiles, int n) {
+  if (m_tiles > 1 || ld < Config::kHalvesMinK) return Steps::one_piece;
+  return n == 1 ? Steps::ring : Steps::halves;
 }
 
 size_t ring_bytes(int warps) {

@@ -30,6 +30,10 @@ struct Config {
   // Steps::ring: iterations (kStepsInFlight steps each) a warp's ring in shared memory holds,
   // i.e. how many are in flight while one computes; 8 KB per warp, 96 KB per 12-warp block.
   static constexpr int kRingIterations = 2;
+  // L2 prefetch size (bytes) of the weight loads on a miss: the register kernel's (one piece,
+  // halves) and the ring's (see load_weight16 in gemv.cu; SPARROW_GEMV_L2_PREFETCH=0 drops it).
+  static constexpr int kRegisterL2Prefetch = 128;
+  static constexpr int kRingL2Prefetch = 256;
 };
 
 struct LaunchPlan {
@@ -49,13 +53,16 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 // kRingIterations - 1 iterations' weights in flight while one computes, no registers held for
 // them). Halves measured 11-13 % faster on long rows (4096 x 11008 and 4096 x 14336 at N = 1,
 // H200, session 48; 2 % on 28672 x 8192) and 4-8 % slower on K = 4096 weights, whose warps run
-// ~3 iterations each.
+// ~3 iterations each. The ring (session 49, H200, both with their L2 prefetch sizes) took
+// 28672 x 8192 at N = 1 from 119.2 to 114.7 us and 4096 x 11008 under a dependent launch from
+// 23.9 to 22.8 us, but lost at N = 8 (its shared memory leaves L1 too small for X) and on
+// K = 4096.
 enum class Steps { automatic, one_piece, halves, ring };
 
-// The rule for Steps::automatic: halves for one M tile (1..8 tokens) on rows of at least
-// Config::kHalvesMinK columns (ld), one piece otherwise (two M tiles were slower with halves on
-// every shape measured).
-Steps choose_steps(int64_t ld, int m_tiles);
+// The rule for Steps::automatic: on rows of at least Config::kHalvesMinK columns (ld) one M tile
+// (1..8 tokens) runs the ring for one token and halves for 2..8; everything else one piece (two
+// M tiles were slower with halves and with the ring on every shape measured).
+Steps choose_steps(int64_t ld, int m_tiles, int n);
 // Dynamic shared memory of a Steps::ring block of `warps` warps.
 size_t ring_bytes(int warps);
 
