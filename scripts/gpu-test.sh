@@ -57,7 +57,7 @@ EXTRA_LIMIT=${EXTRA_LIMIT:-300}
 # *Large* or *Llama* to keep them out of it; the tensor-core suite TcSpmm has its own small
 # TcSpmmSanitizer.Subset for this stage, so TcSpmm.* itself is left out.
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'-*Large*:*Llama*:TcSpmm.*:*Timing*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'DenseGemvRing.SmallShapesFp16:DenseGemvRing.InputRms:TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:TcaBmeDecodeStripBulk.StagesHoldTheFullestStrip:EngineAttention*:MackoWarpRow.SmallShapesFp16:MackoWarpRow.InputRms:MackoEntrySplit.SmallShapesFp16:MackoEntrySplit.EmptyRowsAndZeroMatrix:MackoSwigluMlp.OddShapes'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'TcSpmmSanitizer*:TcaBmeDecodeStrip.FewTokensEveryNWithNorm:TcaBmeDecodeStripBulk.StagesHoldTheFullestStrip:EngineAttention*:MackoWarpRow.SmallShapesFp16:MackoWarpRow.InputRms:MackoEntrySplit.SmallShapesFp16:MackoEntrySplit.EmptyRowsAndZeroMatrix:MackoSwigluMlp.OddShapes'}
 RACECHECK_LIMIT=${RACECHECK_LIMIT:-120}
 BENCH_SHAPES=${BENCH_SHAPES:-4096x4096,11008x4096,4096x11008,28672x8192}
 # The magnitude generator takes ~30 s per 28672x8192 matrix on one core: that shape is left out.

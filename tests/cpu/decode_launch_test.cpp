@@ -53,34 +53,6 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
   EXPECT_GE(dense_gemv::plan(1, 1, 0, 2).warps, 1);  // a bogus SM count still gives a launch
 }
 
-TEST(DecodeLaunch, DenseGemvStepsByRowLengthAndTokens) {
-  using dense_gemv::choose_steps;
-  using dense_gemv::Steps;
-  const int64_t min_k = dense_gemv::Config::kHalvesMinK;
-  // One M tile (1..8 tokens) on rows of kHalvesMinK columns or more (4096 x 11008, 4096 x 14336,
-  // 28672 x 8192): the ring for one token, halves for 2..8.
-  EXPECT_EQ(choose_steps(11008, 1, 1), Steps::ring);
-  EXPECT_EQ(choose_steps(min_k, 1, 1), Steps::ring);
-  EXPECT_EQ(choose_steps(11008, 1, 2), Steps::halves);
-  EXPECT_EQ(choose_steps(14336, 1, 8), Steps::halves);
-  // Shorter rows (every K = 4096 weight): one piece.
-  EXPECT_EQ(choose_steps(min_k - 8, 1, 1), Steps::one_piece);
-  EXPECT_EQ(choose_steps(4096, 1, 1), Steps::one_piece);
-  EXPECT_EQ(choose_steps(4096, 1, 8), Steps::one_piece);
-  // Two M tiles (9..16 tokens): one piece on every row length.
-  EXPECT_EQ(choose_steps(11008, 2, 9), Steps::one_piece);
-  EXPECT_EQ(choose_steps(4096, 2, 16), Steps::one_piece);
-}
-
-TEST(DecodeLaunch, DenseGemvRingFitsTheSharedMemoryOfAnSm) {
-  // Two 12-warp ring blocks (one M tile, 1..8 tokens) must fit an sm_80 / sm_90 SM's 227 KB of
-  // shared memory next to their static partial sums (6.75 KB with input_rms) and the 1 KB the
-  // system reserves per block, or the ring would halve the resident warps.
-  const size_t block = dense_gemv::ring_bytes(dense_gemv::Config::kMaxWarps);
-  EXPECT_EQ(block, size_t(dense_gemv::Config::kMaxWarps) * 8 * 1024);
-  EXPECT_LE(2 * (block + 7 * 1024 + 1024), size_t(227) * 1024);
-}
-
 TEST(DecodeLaunch, TcaBmeClusterSizeBalancesTheSms) {
   // A device of 132 SMs, one block per SM, where 66 clusters of 2, 33 of 4 and 16 of 8 fit
   // (illustrative: the H100 fit 66 clusters of 2 for this kernel).

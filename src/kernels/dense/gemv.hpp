@@ -2,7 +2,6 @@
 // floor. See docs/kernels.md ("dense.gemv") for the design.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
@@ -25,15 +24,6 @@ struct Config {
   // alone on its SM (measured 1.04-1.08x the time on 22016x4096 and 32000x4096): their blocks are
   // sized for ~32 warps per SM instead (22016 rows: 3 blocks of 7 warps).
   static constexpr int kTargetWarpsPerSm = 32;
-  // Rows (ld) from which one M tile runs its steps in halves (choose_steps).
-  static constexpr int64_t kHalvesMinK = 8192;
-  // Steps::ring: iterations (kStepsInFlight steps each) a warp's ring in shared memory holds,
-  // i.e. how many are in flight while one computes; 8 KB per warp, 96 KB per 12-warp block.
-  static constexpr int kRingIterations = 2;
-  // L2 prefetch size (bytes) of the weight loads on a miss: the register kernel's (one piece,
-  // halves) and the ring's (see load_weight16 in gemv.cu; SPARROW_GEMV_L2_PREFETCH=0 drops it).
-  static constexpr int kRegisterL2Prefetch = 128;
-  static constexpr int kRingL2Prefetch = 256;
 };
 
 struct LaunchPlan {
@@ -46,28 +36,7 @@ struct LaunchPlan {
 // per SM for two; never more warps per block than there are K steps to share.
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
 
-// How a warp's U in-flight steps run: in one piece (all U steps' weights loaded, then their
-// mmas, then the next U steps' loads), in two halves (each half's next weights loaded right
-// after its mmas, so half of them are in flight while the other half computes; the same
-// registers), or through a ring in shared memory filled by cp.async (the next
-// kRingIterations - 1 iterations' weights in flight while one computes, no registers held for
-// them). Halves measured 11-13 % faster on long rows (4096 x 11008 and 4096 x 14336 at N = 1,
-// H200, session 48; 2 % on 28672 x 8192) and 4-8 % slower on K = 4096 weights, whose warps run
-// ~3 iterations each. The ring (session 49, H200, both with their L2 prefetch sizes) took
-// 28672 x 8192 at N = 1 from 119.2 to 114.7 us and 4096 x 11008 under a dependent launch from
-// 23.9 to 22.8 us, but lost at N = 8 (its shared memory leaves L1 too small for X) and on
-// K = 4096.
-enum class Steps { automatic, one_piece, halves, ring };
-
-// The rule for Steps::automatic: on rows of at least Config::kHalvesMinK columns (ld) one M tile
-// (1..8 tokens) runs the ring for one token and halves for 2..8; everything else one piece (two
-// M tiles were slower with halves and with the ring on every shape measured).
-Steps choose_steps(int64_t ld, int m_tiles, int n);
-// Dynamic shared memory of a Steps::ring block of `warps` warps.
-size_t ring_bytes(int warps);
-
 Status run(const Problem& p, Stream stream);
-Status run_with(const Problem& p, Stream stream, Steps steps);
 // dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
 // products and sums the squares of what it reads on the way.
 bool takes_input_rms(const Weight& w, int64_t n);
