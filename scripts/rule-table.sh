@@ -61,6 +61,11 @@ H200_SOURCES=(
   $R/2026-11-28-h200-s47-c1-bench-random.csv.xz
   $R/2026-11-28-h200-s47-c1-bench-tc.csv.xz
   $R/2026-11-28-h200-s47-c1-dl-*.csv.xz
+  # dense.gemv with the 128-byte L2 prefetch (session 49, c5, the final code): dense.gemv and
+  # cuBLAS at N = 1..16 on 4096x11008, 28672x8192 and 11008x4096, plain and dependent launches
+  # (0.87-0.95x the time of the dense.gemv cells above)
+  $R/2026-11-29-h200-s49-c5-long-plain.csv.xz
+  $R/2026-11-29-h200-s49-c5-long-dl.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
