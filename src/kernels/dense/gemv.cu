@@ -24,7 +24,7 @@ namespace {
 // 128 B: one load instruction reads 64 bytes of each of 8 rows (4 lanes x 16 B), and the other
 // half of each 128-byte line comes with the next step's instruction. Without the hint each half
 // line is its own L2 miss and DRAM request; with it the first miss fetches the line. Measured on
-// the H200 (session 49): 0.91-0.98x the time at N = 1..16 on every Llama shape, the 7B dense
+// the H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense
 // engine +6 % at batch 1 (a 256-byte prefetch, a warp's whole run of 4 steps, gained less).
 template <bool PREFETCH>
 __device__ __forceinline__ uint4 load_weight16(const void* p) {
