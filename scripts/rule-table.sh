@@ -63,7 +63,7 @@ H200_SOURCES=(
   $R/2026-11-28-h200-s47-c1-dl-*.csv.xz
   # dense.gemv with the 128-byte L2 prefetch (session 49, c5, the final code): dense.gemv and
   # cuBLAS at N = 1..16 on 4096x11008, 28672x8192 and 11008x4096, plain and dependent launches
-  # (0.87-0.95x the time of the dense.gemv cells above)
+  # (plain launches: 0.85-0.98x the time of session 47's dense.gemv cells above)
   $R/2026-11-29-h200-s49-c5-long-plain.csv.xz
   $R/2026-11-29-h200-s49-c5-long-dl.csv.xz
 )

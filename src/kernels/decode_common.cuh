@@ -165,28 +165,22 @@ __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int
   return lo | (hi << 16);
 }
 
-// Eight elements of one X row starting at k0 (a multiple of 8), zero past K. One 16-byte load when
-// the row is 16-byte aligned (x_vec), element loads otherwise.
-template <class T>
-__device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, bool x_vec) {
-  if (x_vec && k0 + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(xrow + k0));
-  uint16_t e[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) e[i] = (k0 + i < k) ? bits_of(xrow[k0 + i]) : uint16_t(0);
-  uint4 r;
-  r.x = e[0] | (uint32_t(e[1]) << 16);
-  r.y = e[2] | (uint32_t(e[3]) << 16);
-  r.z = e[4] | (uint32_t(e[5]) << 16);
-  r.w = e[6] | (uint32_t(e[7]) << 16);
-  return r;
-}
-
 // ---- loads -------------------------------------------------------------------------------------
 // Weights are read exactly once per call: stream them past L1 (no_allocate) so L1 keeps X, which
 // every warp re-reads.
 __device__ __forceinline__ uint4 load_stream16(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+// The same with an L2 prefetch size of 128 B: a miss brings the whole line from DRAM. For loads
+// that read half a line per instruction and the other half one instruction later (dense.gemv:
+// 4 lanes x 16 B of each row), where each half would otherwise be its own DRAM request.
+__device__ __forceinline__ uint4 load_stream16_line(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;

@@ -20,23 +20,20 @@ using namespace decode;
 
 namespace {
 
-// A 16-byte weight load that streams past L1 (load_stream16), with PREFETCH the L2 prefetch size
-// 128 B: one load instruction reads 64 bytes of each of 8 rows (4 lanes x 16 B), and the other
-// half of each 128-byte line comes with the next step's instruction. Without the hint each half
-// line is its own L2 miss and DRAM request; with it the first miss fetches the line. Measured on
-// the H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense
-// engine +6 % at batch 1 (a 256-byte prefetch, a warp's whole run of 4 steps, gained less).
-template <bool PREFETCH>
-__device__ __forceinline__ uint4 load_weight16(const void* p) {
-  if constexpr (!PREFETCH) {
-    return load_stream16(p);
-  } else {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-  }
+// Eight elements of one X row starting at k0 (a multiple of 8), zero past K. One 16-byte load when
+// the row is 16-byte aligned (x_vec), element loads otherwise.
+template <class T>
+__device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, bool x_vec) {
+  if (x_vec && k0 + 8 <= k) return __ldg(reinterpret_cast<const uint4*>(xrow + k0));
+  uint16_t e[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) e[i] = (k0 + i < k) ? bits_of(xrow[k0 + i]) : uint16_t(0);
+  uint4 r;
+  r.x = e[0] | (uint32_t(e[1]) << 16);
+  r.y = e[2] | (uint32_t(e[3]) << 16);
+  r.z = e[4] | (uint32_t(e[5]) << 16);
+  r.w = e[6] | (uint32_t(e[7]) << 16);
+  return r;
 }
 
 // NT: 8-token mma N tiles per pass (1 for n <= 8, 2 for n <= 16). MT: 16-row M tiles per warp;
@@ -49,7 +46,11 @@ __device__ __forceinline__ uint4 load_weight16(const void* p) {
 // x_g . x_g on D's diagonal. Two more mmas per step and no ALU work: summing the squares on the
 // CUDA cores (unpack, 8 FMAs per chunk) in every lane doubled the loop's instructions and made
 // the 7B dense decode step 4 % slower than the separate norm kernel.
-// PREFETCH: the weight loads ask L2 to fetch the whole 128-byte line on a miss (load_weight16).
+// PREFETCH: the weight loads ask L2 for the whole 128-byte line on a miss (load_stream16_line):
+// a load instruction reads 64 bytes of each of 8 rows (4 lanes x 16 B) and the other half of
+// each line comes with the next step's, so without it each half line was its own DRAM request.
+// H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense engine
+// +6 % at batch 1 (a 256-byte prefetch, a warp's whole run of 4 steps, gained less).
 template <class T, int MT, int NT, bool RMS, bool PREFETCH>
 __global__ void __launch_bounds__(Config::kMaxWarps * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
@@ -92,7 +93,9 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
         for (int h = 0; h < 2; ++h) {
           const int64_t row = row_base + 16 * i + g + 8 * h;
           a[u][i][h] =
-              (in_k && row < m) ? load_weight16<PREFETCH>(w + row * ldw + chunk * 8) : zero;
+              !(in_k && row < m) ? zero
+              : PREFETCH         ? load_stream16_line(w + row * ldw + chunk * 8)
+                                 : load_stream16(w + row * ldw + chunk * 8);
         }
     }
   };
