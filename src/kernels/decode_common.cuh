@@ -167,22 +167,21 @@ __device__ __forceinline__ uint32_t load_x2(const uint16_t* xrow, int64_t k, int
 
 // ---- loads -------------------------------------------------------------------------------------
 // Weights are read exactly once per call: stream them past L1 (no_allocate) so L1 keeps X, which
-// every warp re-reads.
+// every warp re-reads. LINE adds an L2 prefetch size of 128 B, so a miss brings the whole line
+// from DRAM: for loads that read half a line per instruction and the other half one instruction
+// later (dense.gemv: 4 lanes x 16 B of each row), where each half would be its own DRAM request.
+template <bool LINE = false>
 __device__ __forceinline__ uint4 load_stream16(const void* p) {
   uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-// The same with an L2 prefetch size of 128 B: a miss brings the whole line from DRAM. For loads
-// that read half a line per instruction and the other half one instruction later (dense.gemv:
-// 4 lanes x 16 B of each row), where each half would otherwise be its own DRAM request.
-__device__ __forceinline__ uint4 load_stream16_line(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
+  if constexpr (LINE) {
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+  } else {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+  }
   return r;
 }
 __device__ __forceinline__ uint32_t load_stream4(const void* p) {

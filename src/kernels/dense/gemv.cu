@@ -46,7 +46,7 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 // x_g . x_g on D's diagonal. Two more mmas per step and no ALU work: summing the squares on the
 // CUDA cores (unpack, 8 FMAs per chunk) in every lane doubled the loop's instructions and made
 // the 7B dense decode step 4 % slower than the separate norm kernel.
-// PREFETCH: the weight loads ask L2 for the whole 128-byte line on a miss (load_stream16_line):
+// PREFETCH: the weight loads ask L2 for the whole 128-byte line on a miss (load_stream16<true>):
 // a load instruction reads 64 bytes of each of 8 rows (4 lanes x 16 B) and the other half of
 // each line comes with the next step's, so without it each half line was its own DRAM request.
 // H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense engine
@@ -93,9 +93,7 @@ __global__ void __launch_bounds__(Config::kMaxWarps * 32)
         for (int h = 0; h < 2; ++h) {
           const int64_t row = row_base + 16 * i + g + 8 * h;
           a[u][i][h] =
-              !(in_k && row < m) ? zero
-              : PREFETCH         ? load_stream16_line(w + row * ldw + chunk * 8)
-                                 : load_stream16(w + row * ldw + chunk * 8);
+              (in_k && row < m) ? load_stream16<PREFETCH>(w + row * ldw + chunk * 8) : zero;
         }
     }
   };
