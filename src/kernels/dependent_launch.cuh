@@ -57,6 +57,10 @@ inline void add_dependent_attribute(bool dependent, cudaLaunchAttribute* attrs, 
 template <class... Params, class... Args>
 cudaError_t launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, Args&&... args) {
+  if (const cudaError_t e = prefer_carveout(reinterpret_cast<const void*>(kernel), smem > 0);
+      e != cudaSuccess) {
+    return e;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

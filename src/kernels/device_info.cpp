@@ -3,6 +3,8 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <unordered_set>
 #include <string>
 
 #include "core/cuda_check.hpp"
@@ -59,6 +61,18 @@ Result<DeviceInfo> current_device_info() {
 int env_knob(const char* name, int unset) {
   const char* e = std::getenv(name);
   return e ? std::atoi(e) : unset;
+}
+
+cudaError_t prefer_carveout(const void* kernel, bool dynamic_smem) {
+  static const int on_static = env_knob("SPARROW_SMEM_CARVEOUT", -1);
+  static const int on_dynamic = env_knob("SPARROW_SMEM_CARVEOUT_DYNAMIC", -1);
+  const int p = dynamic_smem ? on_dynamic : on_static;
+  if (p < 0) return cudaSuccess;
+  static std::mutex mu;
+  static std::unordered_set<const void*> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert(kernel).second) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, p);
 }
 
 bool dependent_launch_enabled() {

@@ -2,6 +2,8 @@
 // cached (cudaDeviceGetAttribute is cheap but not free, and a decode step makes hundreds of calls).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include "sparrow/status.hpp"
 
 namespace sparrow::kernels {
@@ -26,5 +28,12 @@ bool dependent_launch_enabled();
 // ...), `unset` when it is not set. Callers keep the value in a function-local static, so each
 // knob is read once.
 int env_knob(const char* name, int unset);
+
+// Experiment knobs (read once), for launch_kernel: SPARROW_SMEM_CARVEOUT=P sets the preferred
+// shared-memory carveout (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the largest
+// shared memory) to P on each kernel launched without dynamic shared memory, and
+// SPARROW_SMEM_CARVEOUT_DYNAMIC=P on each launched with it, once per kernel. Unset: no
+// preference, the driver's choice. Returns the attribute call's error.
+cudaError_t prefer_carveout(const void* kernel, bool dynamic_smem);
 
 }  // namespace sparrow::kernels
