@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "kernels/device_info.hpp"
+#include "kernels/per_device_cache.hpp"
 
 namespace sparrow::kernels {
 
@@ -52,23 +53,42 @@ inline void add_dependent_attribute(bool dependent, cudaLaunchAttribute* attrs, 
   ++n;
 }
 
+// Appends the launch's shared-memory carveout preference (carveout_percent in device_info.hpp,
+// computed once per device, kernel, block size and dynamic shared memory) to attrs[n].
+template <class Kernel>
+cudaError_t add_carveout_attribute(Kernel kernel, dim3 block, size_t smem,
+                                   cudaLaunchAttribute* attrs, unsigned& n) {
+  const int threads = int(block.x * block.y * block.z);
+  const auto pct = per_device_kernel_value<int>(
+      kernel,
+      [&] { return carveout_percent(reinterpret_cast<const void*>(kernel), threads, smem); },
+      (int64_t(threads) << 40) | int64_t(smem));
+  if (!pct.ok()) return cudaErrorInvalidValue;
+  if (pct.value() < 0) return cudaSuccess;
+  attrs[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+  attrs[n].val.sharedMemCarveout = unsigned(pct.value());
+  ++n;
+  return cudaSuccess;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `dependent` and
-// dependent_launch_enabled(). Returns the launch error, as cudaGetLastError would after <<<>>>.
+// dependent_launch_enabled(), and the carveout the launch needs (add_carveout_attribute). Returns
+// the launch error, as cudaGetLastError would after <<<>>>.
 template <class... Params, class... Args>
 cudaError_t launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, Args&&... args) {
-  if (const cudaError_t e = prefer_carveout(reinterpret_cast<const void*>(kernel), smem > 0);
-      e != cudaSuccess) {
-    return e;
-  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   unsigned n_attr = 0;
   add_dependent_attribute(dependent, attr, n_attr);
+  if (const cudaError_t e = add_carveout_attribute(kernel, block, smem, attr, n_attr);
+      e != cudaSuccess) {
+    return e;
+  }
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);

@@ -3,8 +3,6 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
-#include <unordered_set>
 #include <string>
 
 #include "core/cuda_check.hpp"
@@ -21,6 +19,7 @@ std::array<std::atomic<int>, kMaxDevices> g_max_smem_sm{};
 std::array<std::atomic<int>, kMaxDevices> g_l2{};
 std::array<std::atomic<int>, kMaxDevices> g_cc_major{};
 std::array<std::atomic<int>, kMaxDevices> g_cc_minor{};
+std::array<std::atomic<int>, kMaxDevices> g_reserved_smem{};
 }  // namespace
 
 Result<DeviceInfo> current_device_info() {
@@ -34,6 +33,7 @@ Result<DeviceInfo> current_device_info() {
     info.l2_bytes = g_l2[dev].load(std::memory_order_relaxed);
     info.cc_major = g_cc_major[dev].load(std::memory_order_relaxed);
     info.cc_minor = g_cc_minor[dev].load(std::memory_order_relaxed);
+    info.reserved_smem_per_block = g_reserved_smem[dev].load(std::memory_order_relaxed);
     if (info.sm_count > 0) return info;
   }
   SPARROW_CUDA_RETURN_IF_ERROR(
@@ -47,12 +47,15 @@ Result<DeviceInfo> current_device_info() {
       cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, dev));
   SPARROW_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, dev));
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &info.reserved_smem_per_block, cudaDevAttrReservedSharedMemoryPerBlock, dev));
   if (dev >= 0 && dev < kMaxDevices) {
     g_max_smem[dev].store(info.max_smem_per_block, std::memory_order_relaxed);
     g_max_smem_sm[dev].store(info.max_smem_per_sm, std::memory_order_relaxed);
     g_l2[dev].store(info.l2_bytes, std::memory_order_relaxed);
     g_cc_major[dev].store(info.cc_major, std::memory_order_relaxed);
     g_cc_minor[dev].store(info.cc_minor, std::memory_order_relaxed);
+    g_reserved_smem[dev].store(info.reserved_smem_per_block, std::memory_order_relaxed);
     g_sm_count[dev].store(info.sm_count, std::memory_order_relaxed);
   }
   return info;
@@ -63,16 +66,26 @@ int env_knob(const char* name, int unset) {
   return e ? std::atoi(e) : unset;
 }
 
-cudaError_t prefer_carveout(const void* kernel, bool dynamic_smem) {
-  static const int on_static = env_knob("SPARROW_SMEM_CARVEOUT", -1);
-  static const int on_dynamic = env_knob("SPARROW_SMEM_CARVEOUT_DYNAMIC", -1);
-  const int p = dynamic_smem ? on_dynamic : on_static;
-  if (p < 0) return cudaSuccess;
-  static std::mutex mu;
-  static std::unordered_set<const void*> done;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert(kernel).second) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, p);
+Result<int> carveout_percent(const void* kernel, int threads, size_t dynamic_smem) {
+  static const int fixed = env_knob("SPARROW_SMEM_CARVEOUT", -2);
+  static const int floor = env_knob("SPARROW_SMEM_CARVEOUT_FLOOR", kCarveoutFloorPercent);
+  if (fixed >= -1) return fixed > 100 ? 100 : fixed;
+  SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
+  if (d.max_smem_per_sm <= 0) return -1;
+  cudaFuncAttributes attr{};
+  SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+  // Without a preference set on the kernel the calculator assumes the largest shared memory, so
+  // this is the residency registers, threads and shared memory allow together.
+  int blocks = 0;
+  SPARROW_CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
+  const int64_t per_block =
+      int64_t(attr.sharedSizeBytes) + int64_t(dynamic_smem) + d.reserved_smem_per_block;
+  const int64_t need = int64_t(blocks) * per_block;
+  // Rounded up: the driver rounds a percentage up to the next split the SM supports.
+  int64_t pct = (need * 100 + d.max_smem_per_sm - 1) / d.max_smem_per_sm;
+  if (pct < floor) pct = floor;
+  return int(pct > 100 ? 100 : pct);
 }
 
 bool dependent_launch_enabled() {
