@@ -66,6 +66,11 @@ H200_SOURCES=(
   # (plain launches: 0.85-0.98x the time of session 47's dense.gemv cells above)
   $R/2026-11-29-h200-s49-c5-long-plain.csv.xz
   $R/2026-11-29-h200-s49-c5-long-dl.csv.xz
+  # the decode run after that (session 50, c3: N = 1..16, every kernel, plain launches, every
+  # launch naming its shared-memory carveout): dense.gemv's cells on the other shapes had been
+  # measured before its prefetch (tca_bme.decode on 4096x11008 at N = 4 / 50 %: 27.2 us against
+  # dense.gemv's 24.0)
+  $R/2026-11-29-h200-s50-c3-bench-random.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \
