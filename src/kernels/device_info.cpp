@@ -71,7 +71,7 @@ Result<int> carveout_percent(const void* kernel, int threads, size_t dynamic_sme
   static const int floor = env_knob("SPARROW_SMEM_CARVEOUT_FLOOR", kCarveoutFloorPercent);
   if (fixed >= -1) return fixed > 100 ? 100 : fixed;
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
-  if (d.max_smem_per_sm <= 0) return -1;
+  if (d.max_smem_per_sm <= 0) return -1;  // unknown: no preference
   cudaFuncAttributes attr{};
   SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
   // Without a preference set on the kernel the calculator assumes the largest shared memory, so
@@ -81,11 +81,7 @@ Result<int> carveout_percent(const void* kernel, int threads, size_t dynamic_sme
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
   const int64_t per_block =
       int64_t(attr.sharedSizeBytes) + int64_t(dynamic_smem) + d.reserved_smem_per_block;
-  const int64_t need = int64_t(blocks) * per_block;
-  // Rounded up: the driver rounds a percentage up to the next split the SM supports.
-  int64_t pct = (need * 100 + d.max_smem_per_sm - 1) / d.max_smem_per_sm;
-  if (pct < floor) pct = floor;
-  return int(pct > 100 ? 100 : pct);
+  return carveout_percent_for(blocks, per_block, d.max_smem_per_sm, floor);
 }
 
 bool dependent_launch_enabled() {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "kernels/carveout.hpp"
 #include "sparrow/status.hpp"
 
 namespace sparrow::kernels {
@@ -39,12 +40,12 @@ int env_knob(const char* name, int unset);
 // the 7B engine at batch 4 0.77x of dense with tca_bme on down_proj alone). So every launch names
 // the shared memory its resident blocks need (the occupancy calculator's blocks per SM times
 // each block's static, dynamic and reserved bytes), at least kCarveoutFloorPercent so that
-// consecutive small kernels share one split rather than draining SMs to switch between splits.
-// Knobs (read once): SPARROW_SMEM_CARVEOUT=-1 no preference (the driver's choice, as before
-// session 50), =P (0..100) P for every launch; SPARROW_SMEM_CARVEOUT_FLOOR=P the floor.
+// consecutive small kernels share one split rather than draining SMs to switch between splits
+// (the arithmetic: carveout_percent_for in kernels/carveout.hpp). Knobs (read once):
+// SPARROW_SMEM_CARVEOUT=-1 no preference (the driver's choice, as before session 50), =P
+// (0..100) P for every launch; SPARROW_SMEM_CARVEOUT_FLOOR=P the floor.
 // Computed once per device, kernel, block size and dynamic shared memory by the caller
 // (kernels/dependent_launch.cuh); an error when the occupancy query fails.
 Result<int> carveout_percent(const void* kernel, int threads, size_t dynamic_smem);
-constexpr int kCarveoutFloorPercent = 25;
 
 }  // namespace sparrow::kernels

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/carveout.hpp"
 #include "kernels/csr/vector.hpp"
 #include "kernels/dense/gemv.hpp"
 #include "kernels/macko/entry_split.hpp"
@@ -614,4 +615,23 @@ TEST(DecodeLaunch, MackoSwigluMlpRefusesWhatItCannotRun) {
   call.gate_up = &gu;
   call.down = &down;
   EXPECT_EQ(mlp::run(call, nullptr).code(), Code::invalid_argument);  // null activations
+}
+
+// The carveout a launch names (kernels/carveout.hpp): what its resident blocks need, rounded up to
+// a whole percent, never below the floor (the small kernels of a chain share one split), never
+// above 100, and no preference when the SM's shared memory is unknown. H200 / H100: 228 KB per SM.
+TEST(DecodeLaunch, CarveoutCoversTheResidentBlocks) {
+  constexpr int64_t kSm = 228 * 1024;
+  // dense.gemv at one M tile: 2 blocks of ~7 KB static + 1 KB reserved: the floor.
+  EXPECT_EQ(carveout_percent_for(2, 8 * 1024, kSm), kCarveoutFloorPercent);
+  EXPECT_EQ(carveout_percent_for(0, 8 * 1024, kSm), kCarveoutFloorPercent);
+  EXPECT_EQ(carveout_percent_for(2, 8 * 1024, kSm, 0), 8);  // 16 KB of 228: 7.02 % -> 8
+  // Two 80 KB blocks plus 1 KB reserved each: 162 KB, 71.05 % -> 72, enough for both.
+  const int p = carveout_percent_for(2, 81 * 1024, kSm);
+  EXPECT_EQ(p, 72);
+  EXPECT_GE(int64_t(p) * kSm, 100 * 2 * int64_t(81 * 1024));
+  // Exactly a whole percent stays there; more than the SM holds is capped.
+  EXPECT_EQ(carveout_percent_for(1, kSm / 2, kSm), 50);
+  EXPECT_EQ(carveout_percent_for(4, kSm / 2, kSm), 100);
+  EXPECT_EQ(carveout_percent_for(1, 1024, 0), -1);
 }
