@@ -18,8 +18,7 @@ constexpr int kCarveoutFloorPercent = 25;
 constexpr int carveout_percent_for(int64_t blocks, int64_t bytes_per_block, int64_t sm_smem_bytes,
                                    int floor = kCarveoutFloorPercent) {
   if (sm_smem_bytes <= 0) return -1;
-  const int64_t need = (blocks > 0 ? blocks : 0) * (bytes_per_block > 0 ? bytes_per_block : 0);
-  int64_t pct = (need * 100 + sm_smem_bytes - 1) / sm_smem_bytes;
+  int64_t pct = (blocks * bytes_per_block * 100 + sm_smem_bytes - 1) / sm_smem_bytes;
   if (pct < floor) pct = floor;
   return int(pct > 100 ? 100 : pct);
 }

@@ -71,7 +71,6 @@ Result<int> carveout_percent(const void* kernel, int threads, size_t dynamic_sme
   static const int floor = env_knob("SPARROW_SMEM_CARVEOUT_FLOOR", kCarveoutFloorPercent);
   if (fixed >= -1) return fixed > 100 ? 100 : fixed;
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo d, current_device_info());
-  if (d.max_smem_per_sm <= 0) return -1;  // unknown: no preference
   cudaFuncAttributes attr{};
   SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
   // Without a preference set on the kernel the calculator assumes the largest shared memory, so
