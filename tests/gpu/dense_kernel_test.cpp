@@ -1,9 +1,42 @@
-// dense.gemv vs the CPU reference (see decode_kernel_checks.hpp for what each test covers).
+// dense.gemv vs the CPU reference (see decode_kernel_checks.hpp for what each test covers), also
+// its variants.
 #include "gpu/decode_kernel_checks.hpp"
+#include "kernels/dense/gemv.hpp"
 
 using namespace sparrow;
 
 SPARROW_DECODE_KERNEL_TESTS(DenseGemv, "dense.gemv", Format::dense)
+
+// The same checks on run's other variants: the weight loads without the L2 prefetch size
+// (SPARROW_GEMV_L2_PREFETCH=0, the A/B baseline) and the two-tile instance (9..16 tokens) in
+// blocks of its largest warp count (every K split over 20 warps, the partial sums of 20 warps).
+namespace {
+Status run_without_l2_prefetch(const kernels::Problem& p, Stream s) {
+  return kernels::dense_gemv::run_with(p, s, {/*l2_prefetch=*/false, 0});
+}
+Status run_widest_two_tile_blocks(const kernels::Problem& p, Stream s) {
+  return kernels::dense_gemv::run_with(
+      p, s, {true, kernels::dense_gemv::Config::kMaxWarpsTwoTiles});
+}
+bool register_variant(const char* name, kernels::RunFn run) {
+  const kernels::KernelInfo* k = kernels::find_kernel("dense.gemv");
+  if (k == nullptr) return false;
+  kernels::KernelInfo v = *k;
+  v.name = name;
+  v.run = run;
+  test::test_kernels().push_back(v);
+  return true;
+}
+const bool kVariants =
+    register_variant("dense.gemv:no_l2_prefetch", run_without_l2_prefetch) &&
+    register_variant("dense.gemv:widest_two_tile_blocks", run_widest_two_tile_blocks);
+}  // namespace
+
+SPARROW_DECODE_KERNEL_TESTS(DenseGemvNoL2Prefetch, "dense.gemv:no_l2_prefetch", Format::dense)
+SPARROW_DECODE_KERNEL_TESTS(DenseGemvWidestTwoTileBlocks, "dense.gemv:widest_two_tile_blocks",
+                            Format::dense)
+
+TEST(DenseGemv, VariantsRegistered) { EXPECT_TRUE(kVariants); }
 
 TEST(DenseGemv, RejectsFp32WithAStatus) {
   const auto& k = test::kernel_named("dense.gemv");

@@ -52,14 +52,15 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 // H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense engine
 // +6 % at batch 1 (a 256-byte prefetch, a warp's whole run of 4 steps, gained less).
 template <class T, int MT, int NT, bool RMS, bool PREFETCH>
-__global__ void __launch_bounds__(Config::kMaxWarps * 32)
+__global__ void __launch_bounds__(Config::max_warps(MT) * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
                 const T* __restrict__ bias, bool accumulate, bool x_vec, float rms_eps) {
   let_next_launch();
   constexpr int U = Config::kStepsInFlight / MT;  // the same weight bytes in flight per lane
-  __shared__ float partial[Config::kMaxWarps][MT * NT * 4][32];  // (warp, acc register, lane)
-  __shared__ float sum_sq[RMS ? Config::kMaxWarps : 1][16];       // (warp, token), RMS only
+  constexpr int kWarps = Config::max_warps(MT);
+  __shared__ float partial[kWarps][MT * NT * 4][32];  // (warp, acc register, lane)
+  __shared__ float sum_sq[RMS ? kWarps : 1][16];       // (warp, token), RMS only
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t row_base = int64_t(blockIdx.x) * Config::kRowsPerTile * MT;
@@ -171,16 +172,14 @@ cudaError_t launch_instance(bool rms, bool prefetch, bool dependent, dim3 grid, 
 }
 
 template <class T>
-Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream stream) {
+Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Variant& v,
+              Stream stream) {
   const T* w = reinterpret_cast<const T*>(dm.values.data());
   const T* x = static_cast<const T*>(p.x.data);
   T* y = static_cast<T*>(p.y.data);
   const T* bias = static_cast<const T*>(p.opt.bias);
   const bool x_vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && p.x.ld % 8 == 0;
   const int64_t n = p.n();
-  // SPARROW_GEMV_L2_PREFETCH=0: weight loads without the L2 prefetch size, as before session 49
-  // (A/B runs; read once).
-  static const bool prefetch = env_knob("SPARROW_GEMV_L2_PREFETCH", 1) != 0;
   // Tokens beyond 16 run as further passes over W (each pass re-reads W; decode has N <= 16).
   for (int64_t t0 = 0; t0 < n; t0 += Config::kTokensPerPass) {
     const int nt = int(std::min<int64_t>(Config::kTokensPerPass, n - t0));
@@ -188,16 +187,16 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream st
     T* yp = y + t0 * p.y.ld;
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
-    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt);
+    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt, mt > 1 ? v.two_tile_warps : 0);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool rms = p.opt.input_rms;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, prefetch, dependent, grid, block, stream, dm, w,
+        mt == 1 ? launch_instance<T, 1, 1>(rms, v.l2_prefetch, dependent, grid, block, stream, dm, w,
                                            xp, p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate,
                                            x_vec, p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, prefetch, dependent, grid, block, stream, dm, w,
+                : launch_instance<T, 2, 2>(rms, v.l2_prefetch, dependent, grid, block, stream, dm, w,
                                            xp, p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate,
                                            x_vec, p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
@@ -207,7 +206,7 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, Stream st
 
 }  // namespace
 
-LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps) {
   LaunchPlan lp;
   const int64_t rows = int64_t(Config::kRowsPerTile) * std::max(m_tiles, 1);
   lp.blocks = (m + rows - 1) / rows;
@@ -215,23 +214,34 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles) {
   if (m_tiles > 1) {
     warps = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
             std::max<int64_t>(lp.blocks, 1);
+    warps = std::min<int64_t>(warps, Config::kMaxWarps);
   }
+  if (requested_warps > 0) warps = std::min(requested_warps, Config::max_warps(m_tiles));
   const int64_t steps = (ld / 8 + 3) / 4;  // a warp with no step would only idle
-  lp.warps = int(std::clamp<int64_t>(std::min(warps, steps), 1, Config::kMaxWarps));
+  lp.warps = int(std::clamp<int64_t>(std::min(warps, steps), 1, Config::max_warps(m_tiles)));
   return lp;
 }
 
 bool takes_input_rms(const Weight&, int64_t) { return true; }
 
 Status run(const Problem& p, Stream stream) {
+  // Experiment knobs (A/B runs; read once): SPARROW_GEMV_L2_PREFETCH=0, the weight loads without
+  // the L2 prefetch size, as before session 49; SPARROW_GEMV_TWO_TILE_WARPS=W, the warps per
+  // block of the two-tile instance (9..16 tokens).
+  static const Variant v{env_knob("SPARROW_GEMV_L2_PREFETCH", 1) != 0,
+                         env_knob("SPARROW_GEMV_TWO_TILE_WARPS", 0)};
+  return run_with(p, stream, v);
+}
+
+Status run_with(const Problem& p, Stream stream, const Variant& v) {
   SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true));
   const auto& dm = std::get<dense::Matrix>(p.w);
   if (dm.shape.dtype == DType::fp32) {
     return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");
   }
   SPARROW_ASSIGN_OR_RETURN(const DeviceInfo dev, current_device_info());
-  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev.sm_count, stream);
-  return launch<__nv_bfloat16>(dm, p, dev.sm_count, stream);
+  if (dm.shape.dtype == DType::fp16) return launch<__half>(dm, p, dev.sm_count, v, stream);
+  return launch<__nv_bfloat16>(dm, p, dev.sm_count, v, stream);
 }
 
 }  // namespace sparrow::kernels::dense_gemv

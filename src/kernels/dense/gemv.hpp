@@ -19,6 +19,10 @@ struct Config {
   // 12288..32000-row weights (28672x8192: 3 warps before, 1.7 waves) and the same elsewhere
   // (session 35, bench/NOTES-decode.md).
   static constexpr int kMaxWarps = 12;
+  // Two M tiles: up to a whole SM's resident warps in one block (90-98 registers: 19-21 warps),
+  // for weights with fewer 32-row tiles than SMs, where a block is alone on its SM anyway.
+  static constexpr int kMaxWarpsTwoTiles = 20;
+  static constexpr int max_warps(int m_tiles) { return m_tiles > 1 ? kMaxWarpsTwoTiles : kMaxWarps; }
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
   // Two M tiles (9..16 tokens) take 90-98 registers, 21 warps per SM, so a 12-warp block would be
   // alone on its SM (measured 1.04-1.08x the time on 22016x4096 and 32000x4096): their blocks are
@@ -34,9 +38,16 @@ struct LaunchPlan {
 // Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
 // a device with `sm_count` SMs: kMaxWarps warps per block for one tile, ~kTargetWarpsPerSm warps
 // per SM for two; never more warps per block than there are K steps to share.
-LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles);
+// requested_warps > 0 overrides the warps per block (up to Config::max_warps(m_tiles)).
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps = 0);
 
 Status run(const Problem& p, Stream stream);
+// run's kernel with the choices its experiment knobs make spelled out (tests run each variant).
+struct Variant {
+  bool l2_prefetch = true;  // weight loads ask L2 for the whole 128-byte line
+  int two_tile_warps = 0;   // > 0: warps per block of the two-tile instance (else plan's rule)
+};
+Status run_with(const Problem& p, Stream stream, const Variant& v);
 // dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
 // products and sums the squares of what it reads on the way.
 bool takes_input_rms(const Weight& w, int64_t n);
