@@ -38,14 +38,45 @@ TEST(DecodeLaunch, DenseGemvPlanCoversRowsWithWideBlocks) {
   EXPECT_EQ(b.blocks, 1792);
   EXPECT_EQ(b.warps, dense_gemv::Config::kMaxWarps);
   EXPECT_EQ(dense_gemv::plan(28672, 8192, 8, 1).warps, dense_gemv::Config::kMaxWarps);
-  // Two M tiles (9..16 tokens): half the blocks, a partial tile still gets one, and ~32 warps
-  // per SM: 22016 rows = 688 blocks, ceil(132 * 32 / 688) = 7 warps; 4096 rows = 128 blocks, 33
-  // wanted, capped; few SMs, many rows: one warp.
+  // Two M tiles (9..16 tokens) without a residency table: half the blocks, a partial tile still
+  // gets one, and ~32 warps per SM: 22016 rows = 688 blocks, ceil(132 * 32 / 688) = 7 warps;
+  // 4096 rows = 128 blocks, 33 wanted, capped at kMaxWarps; few SMs, many rows: one warp.
   EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).blocks, 128);
   EXPECT_EQ(dense_gemv::plan(4097, 4096, 132, 2).blocks, 129);
   EXPECT_EQ(dense_gemv::plan(22016, 4096, 132, 2).warps, 7);
   EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2).warps, dense_gemv::Config::kMaxWarps);
   EXPECT_EQ(dense_gemv::plan(28672, 8192, 8, 2).warps, 1);
+  // An explicit warp count, up to the two-tile instance's largest block.
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2, 5).warps, 5);
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2, 99).warps, dense_gemv::Config::kMaxWarpsTwoTiles);
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 1, 0).warps, dense_gemv::Config::kMaxWarps);
+}
+
+TEST(DecodeLaunch, DenseGemvTwoTilesFitOneWave) {
+  // A residency of 20 warps per SM (the two-tile instance's ~90 registers): w warps per block,
+  // floor(20 / w) blocks per SM. The plan takes the most warps per block that still let every
+  // block be resident at once.
+  dense_gemv::Residency r{};
+  for (int w = 1; w <= dense_gemv::Config::kMaxWarpsTwoTiles; ++w) r.blocks_per_sm[w] = 20 / w;
+  // 128 blocks on 132 SMs: one block per SM, as wide as allowed.
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 2, 0, &r).warps, 20);
+  EXPECT_EQ(dense_gemv::plan(4096, 11008, 132, 2, 0, &r).warps, 20);
+  // 344 blocks: three per SM, so 6 warps (7 would leave two per SM and a second wave).
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 6);
+  EXPECT_EQ(dense_gemv::plan(12288, 4096, 132, 2, 0, &r).warps, 6);
+  // 688 blocks: six per SM of 3 warps; 896 blocks: seven per SM of 2 warps.
+  EXPECT_EQ(dense_gemv::plan(22016, 4096, 132, 2, 0, &r).warps, 3);
+  EXPECT_EQ(dense_gemv::plan(28672, 8192, 132, 2, 0, &r).warps, 2);
+  // No warp count fits one wave (8 SMs, 896 blocks): the rule without a residency table.
+  EXPECT_EQ(dense_gemv::plan(28672, 8192, 8, 2, 0, &r).warps,
+            dense_gemv::plan(28672, 8192, 8, 2).warps);
+  // Never more warps than K steps (ld 160: 5 steps).
+  EXPECT_EQ(dense_gemv::plan(64, 160, 132, 2, 0, &r).warps, 5);
+  // The residency as measured on the device decides: 2 blocks of 7 warps fit, not 3.
+  r.blocks_per_sm[7] = 2;
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 6);
+  r.blocks_per_sm[6] = 2;
+  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 5);
   // A K of one step (ld 8) cannot use more than one warp; 5 steps (ld 160) five.
   auto c = dense_gemv::plan(7, 8, 132, 1);
   EXPECT_EQ(c.blocks, 1);

@@ -59,8 +59,15 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
   let_next_launch();
   constexpr int U = Config::kStepsInFlight / MT;  // the same weight bytes in flight per lane
   constexpr int kWarps = Config::max_warps(MT);
-  __shared__ float partial[kWarps][MT * NT * 4][32];  // (warp, acc register, lane)
-  __shared__ float sum_sq[RMS ? kWarps : 1][16];       // (warp, token), RMS only
+  // The warps' partial sums, (warp, acc register, lane). One M tile: a static array for 12 warps
+  // (6 KB, as measured). Two M tiles: dynamic shared memory for the launch's warps (2 KB each;
+  // partial_bytes): a static array for 20 warps (40 KB a block) took blocks of few warps from the
+  // L1 that X comes through.
+  using Partial = float[MT * NT * 4][32];
+  __shared__ float partial_static[MT == 1 ? Config::kMaxWarps : 1][MT * NT * 4][32];
+  extern __shared__ float partial_dynamic[];
+  Partial* partial = MT == 1 ? partial_static : reinterpret_cast<Partial*>(partial_dynamic);
+  __shared__ float sum_sq[RMS ? kWarps : 1][16];  // (warp, token), RMS only
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t row_base = int64_t(blockIdx.x) * Config::kRowsPerTile * MT;
@@ -158,16 +165,46 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
   }
 }
 
+// Dynamic shared memory of a launch with `warps` warps (the two-tile instance's partial sums).
+constexpr size_t partial_bytes(int m_tiles, int warps) {
+  return m_tiles == 1 ? 0 : size_t(warps) * m_tiles * m_tiles * 4 * 32 * sizeof(float);
+}
+
+template <class T, int MT, int NT>
+using GemvKernel = decltype(&gemv_kernel<T, MT, NT, false, false>);
+
+template <class T, int MT, int NT>
+GemvKernel<T, MT, NT> instance(bool rms, bool prefetch) {
+  return prefetch ? (rms ? gemv_kernel<T, MT, NT, true, true> : gemv_kernel<T, MT, NT, false, true>)
+                  : (rms ? gemv_kernel<T, MT, NT, true, false>
+                         : gemv_kernel<T, MT, NT, false, false>);
+}
+
+// Blocks of w = 1..max_warps(MT) warps resident per SM (the occupancy calculator's), once per
+// device and instance: plan() fits a two-tile grid into one wave with them.
+template <class T, int MT, int NT>
+Result<Residency> residency(bool rms, bool prefetch) {
+  auto kernel = instance<T, MT, NT>(rms, prefetch);
+  return per_device_kernel_value<Residency>(kernel, [&]() -> Result<Residency> {
+    Residency r{};
+    constexpr int kMax = Config::max_warps(MT);
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(partial_bytes(MT, kMax))));
+    for (int w = 1; w <= kMax; ++w) {
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &r.blocks_per_sm[w], kernel, w * 32, partial_bytes(MT, w)));
+    }
+    return r;
+  });
+}
+
 template <class T, int MT, int NT>
 cudaError_t launch_instance(bool rms, bool prefetch, bool dependent, dim3 grid, dim3 block,
                             Stream stream, const dense::Matrix& dm, const T* w, const T* x,
                             int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
                             bool x_vec, float rms_eps) {
-  auto kernel = prefetch ? (rms ? gemv_kernel<T, MT, NT, true, true>
-                                : gemv_kernel<T, MT, NT, false, true>)
-                         : (rms ? gemv_kernel<T, MT, NT, true, false>
-                                : gemv_kernel<T, MT, NT, false, false>);
-  return launch_kernel(dependent, kernel, grid, block, 0, stream, w, dm.ld, dm.shape.rows,
+  return launch_kernel(dependent, instance<T, MT, NT>(rms, prefetch), grid, block,
+                       partial_bytes(MT, int(block.x / 32)), stream, w, dm.ld, dm.shape.rows,
                        dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
 }
 
@@ -187,11 +224,16 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     T* yp = y + t0 * p.y.ld;
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
-    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt, mt > 1 ? v.two_tile_warps : 0);
+    const bool rms = p.opt.input_rms;
+    Residency two_tile{};
+    if (mt > 1) {
+      SPARROW_ASSIGN_OR_RETURN(two_tile, (residency<T, 2, 2>(rms, v.l2_prefetch)));
+    }
+    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt, mt > 1 ? v.two_tile_warps : 0,
+                               mt > 1 ? &two_tile : nullptr);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
-    const bool rms = p.opt.input_rms;
     const cudaError_t err =
         mt == 1 ? launch_instance<T, 1, 1>(rms, v.l2_prefetch, dependent, grid, block, stream, dm, w,
                                            xp, p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate,
@@ -206,19 +248,35 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
 
 }  // namespace
 
-LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps) {
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps,
+                const Residency* two_tile) {
   LaunchPlan lp;
   const int64_t rows = int64_t(Config::kRowsPerTile) * std::max(m_tiles, 1);
   lp.blocks = (m + rows - 1) / rows;
+  const int64_t steps = (ld / 8 + 3) / 4;  // a warp with no step would only idle
+  const int most = int(std::clamp<int64_t>(steps, 1, Config::max_warps(m_tiles)));
   int64_t warps = Config::kMaxWarps;
   if (m_tiles > 1) {
-    warps = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
-            std::max<int64_t>(lp.blocks, 1);
-    warps = std::min<int64_t>(warps, Config::kMaxWarps);
+    // Every block resident at once, each with as many warps as still lets them all fit: the
+    // most warps w with blocks_per_sm[w] >= ceil(blocks / SMs) (4096 rows: 128 blocks, one per SM
+    // of 20 warps; 11008 rows: 344 blocks, three per SM of 6 warps). Several waves of wide
+    // blocks, or blocks of 7 warps of which only two fit an SM, measured 1.2-1.3x the time
+    // (bench/NOTES-decode.md, session 51). Where no w >= kMinWarpsTwoTiles fits one wave: the
+    // earlier rule, ~kTargetWarpsPerSm warps per SM in blocks of at most kMaxWarps.
+    const int64_t sms = std::max(sm_count, 1);
+    const int64_t per_sm = (lp.blocks + sms - 1) / sms;
+    warps = 0;
+    for (int w = most; w >= Config::kMinWarpsTwoTiles && two_tile != nullptr && warps == 0; --w) {
+      if (two_tile->blocks_per_sm[w] >= per_sm) warps = w;
+    }
+    if (warps == 0) {
+      warps = std::min<int64_t>(
+          (sms * Config::kTargetWarpsPerSm + lp.blocks - 1) / std::max<int64_t>(lp.blocks, 1),
+          Config::kMaxWarps);
+    }
   }
-  if (requested_warps > 0) warps = std::min(requested_warps, Config::max_warps(m_tiles));
-  const int64_t steps = (ld / 8 + 3) / 4;  // a warp with no step would only idle
-  lp.warps = int(std::clamp<int64_t>(std::min(warps, steps), 1, Config::max_warps(m_tiles)));
+  if (requested_warps > 0) warps = requested_warps;
+  lp.warps = int(std::clamp<int64_t>(warps, 1, most));
   return lp;
 }
 

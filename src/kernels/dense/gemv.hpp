@@ -22,12 +22,18 @@ struct Config {
   // Two M tiles: up to a whole SM's resident warps in one block (90-98 registers: 19-21 warps),
   // for weights with fewer 32-row tiles than SMs, where a block is alone on its SM anyway.
   static constexpr int kMaxWarpsTwoTiles = 20;
+  static constexpr int kMinWarpsTwoTiles = 2;  // the fewest the one-wave rule (plan) gives a block
   static constexpr int max_warps(int m_tiles) { return m_tiles > 1 ? kMaxWarpsTwoTiles : kMaxWarps; }
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
-  // Two M tiles (9..16 tokens) take 90-98 registers, 21 warps per SM, so a 12-warp block would be
-  // alone on its SM (measured 1.04-1.08x the time on 22016x4096 and 32000x4096): their blocks are
-  // sized for ~32 warps per SM instead (22016 rows: 3 blocks of 7 warps).
+  // Two M tiles (9..16 tokens) take 90-98 registers, ~20 warps per SM. Where their grid cannot be
+  // resident at once (plan), blocks are sized for ~32 warps per SM (a 12-warp block would be alone
+  // on its SM: measured 1.04-1.08x the time on 22016x4096 and 32000x4096).
   static constexpr int kTargetWarpsPerSm = 32;
+};
+
+// Blocks of w warps resident per SM, w = 1..kMaxWarpsTwoTiles (0 unused).
+struct Residency {
+  int blocks_per_sm[Config::kMaxWarpsTwoTiles + 1];
 };
 
 struct LaunchPlan {
@@ -38,8 +44,11 @@ struct LaunchPlan {
 // Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
 // a device with `sm_count` SMs: kMaxWarps warps per block for one tile, ~kTargetWarpsPerSm warps
 // per SM for two; never more warps per block than there are K steps to share.
+// Two tiles with `two_tile` (the instance's residency): as many warps per block as let the whole
+// grid be resident at once (at least kMinWarpsTwoTiles), else ~kTargetWarpsPerSm warps per SM.
 // requested_warps > 0 overrides the warps per block (up to Config::max_warps(m_tiles)).
-LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps = 0);
+LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps = 0,
+                const Residency* two_tile = nullptr);
 
 Status run(const Problem& p, Stream stream);
 // run's kernel with the choices its experiment knobs make spelled out (tests run each variant).
