@@ -205,28 +205,6 @@ __device__ __forceinline__ uint32_t warp_inclusive_scan(uint32_t v, int lane) {
   return v;
 }
 
-// Inclusive sum of v over the lanes up to this one of each WIDTH-lane segment (WIDTH = 16 or 32).
-// Each level is one shfl.sync.up, whose predicate says whether the source lane is in the segment,
-// and one add under that predicate: the C++ form (__shfl_up_sync, then `if (lane >= o)`) compiles
-// to a shuffle, a select and an add per level, plus a divergence check around the shuffles.
-template <int WIDTH>
-__device__ __forceinline__ uint32_t segment_inclusive_scan(uint32_t v) {
-  static_assert(WIDTH == 16 || WIDTH == 32, "segments of 16 or 32 lanes");
-  constexpr uint32_t kSegment = uint32_t(32 - WIDTH) << 8;  // shfl's c: segment mask, clamp 0
-#pragma unroll
-  for (int o = 1; o < WIDTH; o <<= 1) {
-    asm("{\n"
-        "  .reg .pred p;\n"
-        "  .reg .u32 t;\n"
-        "  shfl.sync.up.b32 t|p, %0, %1, %2, 0xffffffff;\n"
-        "  @p add.u32 %0, %0, t;\n"
-        "}"
-        : "+r"(v)
-        : "r"(o), "n"(kSegment));
-  }
-  return v;
-}
-
 // ---- output ------------------------------------------------------------------------------------
 // y = acc (+ bias[m]) (+ y if accumulate), rounded once to T. `y` points at Y[n][m].
 template <class T>

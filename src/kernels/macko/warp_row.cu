@@ -656,11 +656,6 @@ __global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
     // the next row's first chunk.
     const uint32_t next_base = chunk_floor(ns) + sl * Config::kChunk;
     uint32_t base = wb0 + st_begin * kStep + sl * Config::kChunk;
-    // One token, a warp per row: two steps per loop pass, so the next chunk's registers swap roles
-    // instead of being copied back (5 moves a step). The other instances keep the rolled loop (the
-    // 32-register ones spill when unrolled).
-    constexpr int kUnroll = NB == 1 && LANES == 32 && PIECES == 1 ? 2 : 1;
-#pragma unroll(kUnroll)
     for (uint32_t st = st_begin; st < st_end; ++st, base += kStep) {
       uint4 vn = v;
       uint32_t dn = d;
@@ -703,7 +698,12 @@ __global__ void __launch_bounds__(RowKernelShape<NB, BLOCK_MULT>::kThreads,
       const uint32_t ends = (ev + od) * 0x01010101u;
       const uint32_t starts = ends - od;
       const uint32_t total = ends >> 24;
-      const uint32_t incl = segment_inclusive_scan<LANES>(total);
+      uint32_t incl = total;
+#pragma unroll
+      for (int o = 1; o < LANES; o <<= 1) {
+        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o, LANES);
+        if (sl >= o) incl += u;
+      }
       // Column before this lane's first entry: -1 for the row's first lane (so the X addresses
       // below start one element before X; every entry's own column is >= 0).
       const int32_t col0 = int32_t(carry + (incl - total)) - 1;
