@@ -181,15 +181,17 @@ GemvKernel<T, MT, NT> instance(bool rms, bool prefetch) {
 }
 
 // Blocks of w = 1..max_warps(MT) warps resident per SM (the occupancy calculator's), once per
-// device and instance: plan() fits a two-tile grid into one wave with them.
+// device and instance: plan() fits a grid into one wave with them.
 template <class T, int MT, int NT>
 Result<Residency> residency(bool rms, bool prefetch) {
   auto kernel = instance<T, MT, NT>(rms, prefetch);
   return per_device_kernel_value<Residency>(kernel, [&]() -> Result<Residency> {
     Residency r{};
     constexpr int kMax = Config::max_warps(MT);
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(partial_bytes(MT, kMax))));
+    if constexpr (partial_bytes(MT, kMax) > 0) {
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(partial_bytes(MT, kMax))));
+    }
     for (int w = 1; w <= kMax; ++w) {
       SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &r.blocks_per_sm[w], kernel, w * 32, partial_bytes(MT, w)));
@@ -225,12 +227,18 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
     const bool rms = p.opt.input_rms;
-    Residency two_tile{};
+    // Two tiles always fit their grid into one wave where they can; one tile only when asked
+    // (Variant::one_tile_one_wave, an experiment).
+    Residency res{};
+    const bool one_wave = mt > 1 || v.one_tile_one_wave;
     if (mt > 1) {
-      SPARROW_ASSIGN_OR_RETURN(two_tile, (residency<T, 2, 2>(rms, v.l2_prefetch)));
+      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 2, 2>(rms, v.l2_prefetch)));
+    } else if (one_wave) {
+      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 1, 1>(rms, v.l2_prefetch)));
     }
-    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt, mt > 1 ? v.two_tile_warps : 0,
-                               mt > 1 ? &two_tile : nullptr);
+    const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt,
+                               mt > 1 ? v.two_tile_warps : v.one_tile_warps,
+                               one_wave ? &res : nullptr);
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
@@ -249,31 +257,30 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
 }  // namespace
 
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps,
-                const Residency* two_tile) {
+                const Residency* one_wave) {
   LaunchPlan lp;
   const int64_t rows = int64_t(Config::kRowsPerTile) * std::max(m_tiles, 1);
   lp.blocks = (m + rows - 1) / rows;
   const int64_t steps = (ld / 8 + 3) / 4;  // a warp with no step would only idle
   const int most = int(std::clamp<int64_t>(steps, 1, Config::max_warps(m_tiles)));
-  int64_t warps = Config::kMaxWarps;
-  if (m_tiles > 1) {
-    // Every block resident at once, each with as many warps as still lets them all fit: the
-    // most warps w with blocks_per_sm[w] >= ceil(blocks / SMs) (4096 rows: 128 blocks, one per SM
-    // of 20 warps; 11008 rows: 344 blocks, three per SM of 6 warps). Several waves of wide
-    // blocks, or blocks of 7 warps of which only two fit an SM, measured 1.2-1.3x the time
-    // (bench/NOTES-decode.md, session 51). Where no w >= kMinWarpsTwoTiles fits one wave: the
-    // earlier rule, ~kTargetWarpsPerSm warps per SM in blocks of at most kMaxWarps.
-    const int64_t sms = std::max(sm_count, 1);
-    const int64_t per_sm = (lp.blocks + sms - 1) / sms;
-    warps = 0;
-    for (int w = most; w >= Config::kMinWarpsTwoTiles && two_tile != nullptr && warps == 0; --w) {
-      if (two_tile->blocks_per_sm[w] >= per_sm) warps = w;
-    }
-    if (warps == 0) {
-      warps = std::min<int64_t>(
-          (sms * Config::kTargetWarpsPerSm + lp.blocks - 1) / std::max<int64_t>(lp.blocks, 1),
-          Config::kMaxWarps);
-    }
+  // Every block resident at once, each with as many warps as still lets them all fit: the most
+  // warps w with blocks_per_sm[w] >= ceil(blocks / SMs) (two tiles: 4096 rows = 128 blocks, one
+  // per SM of 20 warps; 11008 rows = 344 blocks, three per SM of 6 warps). Several waves of wide
+  // blocks, or blocks of 7 warps of which only two fit an SM, measured 1.2-1.3x the time
+  // (bench/NOTES-decode.md, session 51).
+  const int64_t sms = std::max(sm_count, 1);
+  const int64_t per_sm = (lp.blocks + sms - 1) / sms;
+  int64_t warps = 0;
+  for (int w = most; w >= Config::kMinWarpsOneWave && one_wave != nullptr && warps == 0; --w) {
+    if (one_wave->blocks_per_sm[w] >= per_sm) warps = w;
+  }
+  if (warps == 0) {
+    // No one-wave plan (none asked for, or no w >= kMinWarpsOneWave fits): one tile takes
+    // kMaxWarps; two tiles ~kTargetWarpsPerSm warps per SM in blocks of at most kMaxWarps.
+    warps = m_tiles == 1 ? Config::kMaxWarps
+                         : std::min<int64_t>((sms * Config::kTargetWarpsPerSm + lp.blocks - 1) /
+                                                 std::max<int64_t>(lp.blocks, 1),
+                                             Config::kMaxWarps);
   }
   if (requested_warps > 0) warps = requested_warps;
   lp.warps = int(std::clamp<int64_t>(warps, 1, most));
@@ -284,10 +291,13 @@ bool takes_input_rms(const Weight&, int64_t) { return true; }
 
 Status run(const Problem& p, Stream stream) {
   // Experiment knobs (A/B runs; read once): SPARROW_GEMV_L2_PREFETCH=0, the weight loads without
-  // the L2 prefetch size, as before session 49; SPARROW_GEMV_TWO_TILE_WARPS=W, the warps per
-  // block of the two-tile instance (9..16 tokens).
+  // the L2 prefetch size, as before session 49; SPARROW_GEMV_TWO_TILE_WARPS=W and
+  // SPARROW_GEMV_ONE_TILE_WARPS=W, the warps per block of the two-tile (9..16 tokens) and one-tile
+  // instances; SPARROW_GEMV_ONE_WAVE=1, the one-wave plan for one tile too.
   static const Variant v{env_knob("SPARROW_GEMV_L2_PREFETCH", 1) != 0,
-                         env_knob("SPARROW_GEMV_TWO_TILE_WARPS", 0)};
+                         env_knob("SPARROW_GEMV_TWO_TILE_WARPS", 0),
+                         env_knob("SPARROW_GEMV_ONE_TILE_WARPS", 0),
+                         env_knob("SPARROW_GEMV_ONE_WAVE", 0) != 0};
   return run_with(p, stream, v);
 }
 

@@ -22,7 +22,7 @@ struct Config {
   // Two M tiles: up to a whole SM's resident warps in one block (90-98 registers: 19-21 warps),
   // for weights with fewer 32-row tiles than SMs, where a block is alone on its SM anyway.
   static constexpr int kMaxWarpsTwoTiles = 20;
-  static constexpr int kMinWarpsTwoTiles = 2;  // the fewest the one-wave rule (plan) gives a block
+  static constexpr int kMinWarpsOneWave = 2;  // the fewest the one-wave rule (plan) gives a block
   static constexpr int max_warps(int m_tiles) { return m_tiles > 1 ? kMaxWarpsTwoTiles : kMaxWarps; }
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
   // Two M tiles (9..16 tokens) take 90-98 registers, ~20 warps per SM. Where their grid cannot be
@@ -31,7 +31,7 @@ struct Config {
   static constexpr int kTargetWarpsPerSm = 32;
 };
 
-// Blocks of w warps resident per SM, w = 1..kMaxWarpsTwoTiles (0 unused).
+// Blocks of w warps resident per SM, w = 1..max_warps(m_tiles) (0 unused).
 struct Residency {
   int blocks_per_sm[Config::kMaxWarpsTwoTiles + 1];
 };
@@ -44,17 +44,19 @@ struct LaunchPlan {
 // Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
 // a device with `sm_count` SMs: kMaxWarps warps per block for one tile, ~kTargetWarpsPerSm warps
 // per SM for two; never more warps per block than there are K steps to share.
-// Two tiles with `two_tile` (the instance's residency): as many warps per block as let the whole
-// grid be resident at once (at least kMinWarpsTwoTiles), else ~kTargetWarpsPerSm warps per SM.
-// requested_warps > 0 overrides the warps per block (up to Config::max_warps(m_tiles)).
+// With `one_wave` (the instance's residency): as many warps per block as let the whole grid be
+// resident at once (at least kMinWarpsOneWave), else the rule above. requested_warps > 0
+// overrides the warps per block (up to Config::max_warps(m_tiles)).
 LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_warps = 0,
-                const Residency* two_tile = nullptr);
+                const Residency* one_wave = nullptr);
 
 Status run(const Problem& p, Stream stream);
 // run's kernel with the choices its experiment knobs make spelled out (tests run each variant).
 struct Variant {
   bool l2_prefetch = true;  // weight loads ask L2 for the whole 128-byte line
   int two_tile_warps = 0;   // > 0: warps per block of the two-tile instance (else plan's rule)
+  int one_tile_warps = 0;   // > 0: warps per block of the one-tile instance (else plan's rule)
+  bool one_tile_one_wave = false;  // the one-wave plan for one tile too
 };
 Status run_with(const Problem& p, Stream stream, const Variant& v);
 // dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
