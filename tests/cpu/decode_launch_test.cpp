@@ -77,6 +77,21 @@ TEST(DecodeLaunch, DenseGemvTwoTilesFitOneWave) {
   EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 6);
   r.blocks_per_sm[6] = 2;
   EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 5);
+}
+
+TEST(DecodeLaunch, DenseGemvOneTileFitsOneWaveWhereItCan) {
+  // One tile, 24 warps per SM (73-79 registers): 12288 rows = 768 blocks, six per SM of 4 warps;
+  // 22016 rows = 1376 blocks, eleven per SM of 2 warps; 4096 rows = 256 blocks, two per SM of the
+  // most warps (12); 32000 rows = 2000 blocks, sixteen per SM: no block of >= 2 warps fits one
+  // wave, so kMaxWarps as without a residency table.
+  dense_gemv::Residency r{};
+  for (int w = 1; w <= dense_gemv::Config::kMaxWarps; ++w) r.blocks_per_sm[w] = 24 / w;
+  EXPECT_EQ(dense_gemv::plan(12288, 4096, 132, 1, 0, &r).warps, 4);
+  EXPECT_EQ(dense_gemv::plan(22016, 4096, 132, 1, 0, &r).warps, 2);
+  EXPECT_EQ(dense_gemv::plan(4096, 4096, 132, 1, 0, &r).warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(dense_gemv::plan(32000, 4096, 132, 1, 0, &r).warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(dense_gemv::plan(28672, 8192, 132, 1, 0, &r).warps, dense_gemv::Config::kMaxWarps);
+  EXPECT_EQ(dense_gemv::plan(32000, 4096, 132, 1, 0, &r).blocks, 2000);
   // A K of one step (ld 8) cannot use more than one warp; 5 steps (ld 160) five.
   auto c = dense_gemv::plan(7, 8, 132, 1);
   EXPECT_EQ(c.blocks, 1);

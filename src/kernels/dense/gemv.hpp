@@ -13,11 +13,12 @@ struct Config {
   static constexpr int kStepK = 32;           // K elements a warp consumes per step (4 lanes x 8)
   static constexpr int kStepsInFlight = 4;    // steps whose loads a lane issues before any mma
   // Warps of a block, splitting K between them. One M tile (1..8 tokens, 73-79 registers: 24
-  // warps per SM resident) always takes this many, two blocks per SM (16 gave 4096-row weights a
-  // second wave, session 6). Wide blocks finish soonest, so the grid's last blocks leave SMs idle
-  // for the shortest time: 12 warps ran 2-4 % faster than the ~32-warps-per-SM sizing below on
-  // 12288..32000-row weights (28672x8192: 3 warps before, 1.7 waves) and the same elsewhere
-  // (session 35, bench/NOTES-decode.md).
+  // warps per SM resident) takes this many, two blocks per SM (16 gave 4096-row weights a second
+  // wave, session 6), unless fewer warps per block let the whole grid be resident at once (plan's
+  // one-wave rule, session 51: 12288 and 22016 rows). Otherwise wide blocks finish soonest, so
+  // the grid's last blocks leave SMs idle for the shortest time: 12 warps ran 2-4 % faster than
+  // a ~32-warps-per-SM sizing on 12288..32000-row weights (28672x8192: 3 warps, 1.7 waves) and
+  // the same elsewhere (session 35, bench/NOTES-decode.md).
   static constexpr int kMaxWarps = 12;
   // Two M tiles: up to a whole SM's resident warps in one block (90-98 registers: 19-21 warps),
   // for weights with fewer 32-row tiles than SMs, where a block is alone on its SM anyway.
@@ -42,8 +43,8 @@ struct LaunchPlan {
 };
 
 // Launch shape for an M x K weight (ld = K rounded up to 8), m_tiles 16-row tiles per block, on
-// a device with `sm_count` SMs: kMaxWarps warps per block for one tile, ~kTargetWarpsPerSm warps
-// per SM for two; never more warps per block than there are K steps to share.
+// a device with `sm_count` SMs. Without `one_wave`: kMaxWarps warps per block for one tile,
+// ~kTargetWarpsPerSm warps per SM for two; never more warps per block than there are K steps.
 // With `one_wave` (the instance's residency): as many warps per block as let the whole grid be
 // resident at once (at least kMinWarpsOneWave), else the rule above. requested_warps > 0
 // overrides the warps per block (up to Config::max_warps(m_tiles)).
@@ -56,7 +57,7 @@ struct Variant {
   bool l2_prefetch = true;  // weight loads ask L2 for the whole 128-byte line
   int two_tile_warps = 0;   // > 0: warps per block of the two-tile instance (else plan's rule)
   int one_tile_warps = 0;   // > 0: warps per block of the one-tile instance (else plan's rule)
-  bool one_tile_one_wave = false;  // the one-wave plan for one tile too
+  bool one_tile_one_wave = true;  // the one-wave plan for one tile too (two tiles always)
 };
 Status run_with(const Problem& p, Stream stream, const Variant& v);
 // dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
