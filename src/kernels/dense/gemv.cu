@@ -229,7 +229,7 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     const bool rms = p.opt.input_rms;
     // The grid in one wave where a block of >= kMinWarpsOneWave warps allows it (plan). One tile:
     // the 7B's qkv (12288 rows, 4 warps) and gate_up (22016 rows, 2 warps) change; the dense 7B
-    // engine +3.9 % at batch 1, +2.8 / +3.6 % at batch 4 / 8 (session 51, c4).
+    // engine +3.9 % at batch 1, +2.8 / +3.5 % at batch 4 / 8 (session 51, c4).
     Residency res{};
     const bool one_wave = mt > 1 || v.one_tile_one_wave;
     if (mt > 1) {
