@@ -243,13 +243,14 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
+    const bool pf = v.l2_prefetch;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, v.l2_prefetch, dependent, grid, block, stream, dm, w,
-                                           xp, p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate,
-                                           x_vec, p.opt.rms_eps)
-                : launch_instance<T, 2, 2>(rms, v.l2_prefetch, dependent, grid, block, stream, dm, w,
-                                           xp, p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate,
-                                           x_vec, p.opt.rms_eps);
+        mt == 1 ? launch_instance<T, 1, 1>(rms, pf, dependent, grid, block, stream, dm, w, xp,
+                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps)
+                : launch_instance<T, 2, 2>(rms, pf, dependent, grid, block, stream, dm, w, xp,
+                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
   return Status::success();

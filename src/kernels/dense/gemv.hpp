@@ -24,7 +24,9 @@ struct Config {
   // for weights with fewer 32-row tiles than SMs, where a block is alone on its SM anyway.
   static constexpr int kMaxWarpsTwoTiles = 20;
   static constexpr int kMinWarpsOneWave = 2;  // the fewest the one-wave rule (plan) gives a block
-  static constexpr int max_warps(int m_tiles) { return m_tiles > 1 ? kMaxWarpsTwoTiles : kMaxWarps; }
+  static constexpr int max_warps(int m_tiles) {
+    return m_tiles > 1 ? kMaxWarpsTwoTiles : kMaxWarps;
+  }
   static constexpr int kTokensPerPass = 16;   // two mma N tiles; more tokens run as more passes
   // Two M tiles (9..16 tokens) take 90-98 registers, ~20 warps per SM. Where their grid cannot be
   // resident at once (plan), blocks are sized for ~32 warps per SM (a 12-warp block would be alone
