@@ -72,9 +72,7 @@ TEST(DecodeLaunch, DenseGemvTwoTilesFitOneWave) {
             dense_gemv::plan(28672, 8192, 8, 2).warps);
   // Never more warps than K steps (ld 160: 5 steps).
   EXPECT_EQ(dense_gemv::plan(64, 160, 132, 2, 0, &r).warps, 5);
-  // The residency as measured on the device decides: 2 blocks of 7 warps fit, not 3.
-  r.blocks_per_sm[7] = 2;
-  EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 6);
+  // The residency as measured on the device decides: where only 2 blocks of 6 warps fit, 5.
   r.blocks_per_sm[6] = 2;
   EXPECT_EQ(dense_gemv::plan(11008, 4096, 132, 2, 0, &r).warps, 5);
 }

@@ -184,20 +184,8 @@ GemvKernel<T, MT, NT> instance(bool rms, bool prefetch) {
 // device and instance: plan() fits a grid into one wave with them.
 template <class T, int MT, int NT>
 Result<Residency> residency(bool rms, bool prefetch) {
-  auto kernel = instance<T, MT, NT>(rms, prefetch);
-  return per_device_kernel_value<Residency>(kernel, [&]() -> Result<Residency> {
-    Residency r{};
-    constexpr int kMax = Config::max_warps(MT);
-    if constexpr (partial_bytes(MT, kMax) > 0) {
-      SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(partial_bytes(MT, kMax))));
-    }
-    for (int w = 1; w <= kMax; ++w) {
-      SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &r.blocks_per_sm[w], kernel, w * 32, partial_bytes(MT, w)));
-    }
-    return r;
-  });
+  return measure_warp_residency<Config::kMaxWarpsTwoTiles>(
+      instance<T, MT, NT>(rms, prefetch), partial_bytes(MT, 1), Config::max_warps(MT));
 }
 
 template <class T, int MT, int NT>
@@ -271,11 +259,9 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_
   // blocks, or blocks of 7 warps of which only two fit an SM, measured 1.2-1.3x the time
   // (bench/NOTES-decode.md, session 51).
   const int64_t sms = std::max(sm_count, 1);
-  const int64_t per_sm = (lp.blocks + sms - 1) / sms;
-  int64_t warps = 0;
-  for (int w = most; w >= Config::kMinWarpsOneWave && one_wave != nullptr && warps == 0; --w) {
-    if (one_wave->blocks_per_sm[w] >= per_sm) warps = w;
-  }
+  int64_t warps = one_wave != nullptr ? one_wave_warps(*one_wave, lp.blocks, sm_count, most,
+                                                       Config::kMinWarpsOneWave)
+                                      : 0;
   if (warps == 0) {
     // No one-wave plan (none asked for, or no w >= kMinWarpsOneWave fits): one tile takes
     // kMaxWarps; two tiles ~kTargetWarpsPerSm warps per SM in blocks of at most kMaxWarps.

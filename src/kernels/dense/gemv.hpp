@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
+#include "kernels/warp_residency.hpp"
 
 namespace sparrow::kernels::dense_gemv {
 
@@ -34,10 +35,8 @@ struct Config {
   static constexpr int kTargetWarpsPerSm = 32;
 };
 
-// Blocks of w warps resident per SM, w = 1..max_warps(m_tiles) (0 unused).
-struct Residency {
-  int blocks_per_sm[Config::kMaxWarpsTwoTiles + 1];
-};
+// Blocks of w warps resident per SM, w = 1..max_warps(m_tiles) (0 unused; measure_warp_residency).
+using Residency = WarpResidency<Config::kMaxWarpsTwoTiles>;
 
 struct LaunchPlan {
   int64_t blocks = 0;  // one per 16 * m_tiles rows of W

@@ -216,7 +216,8 @@ Status launch_instance(const tca_bme::Matrix& tm, const T* x, int64_t ldx, T* y,
                        bool rms, float rms_eps, cudaStream_t stream) {
   SPARROW_ASSIGN_OR_RETURN(
       const tca_bme_one_token::Residency r,
-      strip_residency(tca_few_tokens_kernel<T, NT>, size_t(warp_bytes<NT>())));
+      measure_warp_residency<tca_bme_one_token::Config::kMaxWarps>(
+          tca_few_tokens_kernel<T, NT>, size_t(warp_bytes<NT>())));
   const tca_bme_one_token::LaunchPlan lp =
       tca_bme_one_token::plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al4 = reinterpret_cast<uintptr_t>(x) % 4 == 0 && ldx % 2 == 0;

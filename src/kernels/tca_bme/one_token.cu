@@ -308,12 +308,8 @@ LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r) {
   // Every strip takes about as long as any other, and a block's warps are latency-bound, so a
   // second, partial wave costs nearly as much as the first: the most warps per block with which
   // all strips are resident at once (11008 x 4096: 688 strips, 5 warps, 6 blocks per SM).
-  for (int w = max_warps; w >= 1; --w) {
-    if (int64_t(r.blocks_per_sm[w]) * std::max(sm_count, 1) >= lp.blocks) {
-      lp.warps = w;
-      return lp;
-    }
-  }
+  lp.warps = one_wave_warps(r, lp.blocks, sm_count, max_warps, 1);
+  if (lp.warps > 0) return lp;
   // More strips than one wave holds even with one-warp blocks: spread the warps over them.
   const int64_t want = (int64_t(std::max(sm_count, 1)) * Config::kTargetWarpsPerSm + lp.blocks - 1) /
                        std::max<int64_t>(lp.blocks, 1);
@@ -328,8 +324,9 @@ Status launch_bulk(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, b
                    int sm_count, bool dependent, bool rms, float rms_eps, cudaStream_t stream) {
   const uint32_t stage_chunks = bulk_stage_chunks(tm.max_strip_values);
   const size_t smem_per_warp = size_t(Config::kBulkStages) * stage_chunks * 16;
-  SPARROW_ASSIGN_OR_RETURN(const Residency r,
-                           strip_residency(tca_one_token_bulk_kernel<T>, smem_per_warp));
+  SPARROW_ASSIGN_OR_RETURN(
+      const Residency r,
+      measure_warp_residency<Config::kMaxWarps>(tca_one_token_bulk_kernel<T>, smem_per_warp));
   const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return cuda_status(
@@ -377,7 +374,8 @@ Status launch(const tca_bme::Matrix& tm, const T* x, T* y, const T* bias, bool a
                             stream);
     }
   }
-  SPARROW_ASSIGN_OR_RETURN(const Residency r, strip_residency(tca_one_token_kernel<T>, 0));
+  SPARROW_ASSIGN_OR_RETURN(const Residency r,
+                           measure_warp_residency<Config::kMaxWarps>(tca_one_token_kernel<T>, 0));
   const LaunchPlan lp = plan(tm.shape.rows, tm.groups_k, sm_count, r);
   const bool x_al16 = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return cuda_status(

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/kernel.hpp"
+#include "kernels/warp_residency.hpp"
 #include "sparrow/formats/tca_bme.hpp"
 
 namespace sparrow::kernels::tca_bme_one_token {
@@ -56,10 +57,8 @@ struct LaunchPlan {
   int warps = 0;
 };
 // Blocks of w warps that fit one SM at once, for w = 1..kMaxWarps (index 0 unused): the
-// occupancy calculator's answer for this kernel on the device.
-struct Residency {
-  int blocks_per_sm[Config::kMaxWarps + 1] = {};
-};
+// occupancy calculator's answer for this kernel on the device (measure_warp_residency).
+using Residency = WarpResidency<Config::kMaxWarps>;
 // One block per 16-row strip; warps per block: the most (up to kMaxWarps and the groups along K)
 // with which every block is resident in one wave, else enough to give each SM ~kTargetWarpsPerSm.
 LaunchPlan plan(int64_t m, int64_t groups_k, int sm_count, const Residency& r);

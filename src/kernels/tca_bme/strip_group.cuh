@@ -166,35 +166,4 @@ struct StripPipeline {
   }
 };
 
-// A strip kernel's residency for every block size 1..kMaxWarps (the occupancy calculator's
-// blocks per SM with `smem_per_warp` bytes of dynamic shared memory per warp), once per device,
-// kernel and `smem_per_warp`: a host call per launch would cost microseconds. Raises the kernel's
-// dynamic shared memory limit to what kMaxWarps warps need on the way (when it uses any; never
-// lowers it, so a launch with more shared memory per warp, computed earlier, stays valid).
-template <class Kernel>
-Result<tca_bme_one_token::Residency> strip_residency(Kernel kernel, size_t smem_per_warp) {
-  using tca_bme_one_token::Config;
-  using tca_bme_one_token::Residency;
-  return per_device_kernel_value<Residency>(
-      kernel,
-      [&]() -> Result<Residency> {
-        if (smem_per_warp > 0) {
-          cudaFuncAttributes attr{};
-          SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
-          const int need = int(smem_per_warp * Config::kMaxWarps);
-          if (attr.maxDynamicSharedSizeBytes < need) {
-            SPARROW_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, need));
-          }
-        }
-        Residency r{};
-        for (int w = 1; w <= Config::kMaxWarps; ++w) {
-          SPARROW_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-              &r.blocks_per_sm[w], kernel, w * 32, smem_per_warp * size_t(w)));
-        }
-        return r;
-      },
-      int64_t(smem_per_warp));
-}
-
 }  // namespace sparrow::kernels::tca_bme_strip
