@@ -23,6 +23,19 @@ inline std::vector<kernels::KernelInfo>& test_kernels() {
   return v;
 }
 
+// Adds `name` to test_kernels(): registered kernel `base` with its run replaced by `run` (one of
+// its internal choices forced). False when `base` is not registered (kernel_named(name) then fails
+// the tests that ask for it).
+inline bool register_test_variant(const char* base, const char* name, kernels::RunFn run) {
+  const kernels::KernelInfo* k = kernels::find_kernel(base);
+  if (k == nullptr) return false;
+  kernels::KernelInfo v = *k;
+  v.name = name;
+  v.run = run;
+  test_kernels().push_back(v);
+  return true;
+}
+
 inline const kernels::KernelInfo& kernel_named(const char* name) {
   const kernels::KernelInfo* k = kernels::find_kernel(name);
   for (const auto& t : test_kernels()) {

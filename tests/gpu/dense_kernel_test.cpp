@@ -18,18 +18,11 @@ Status run_widest_two_tile_blocks(const kernels::Problem& p, Stream s) {
   return kernels::dense_gemv::run_with(
       p, s, {true, kernels::dense_gemv::Config::kMaxWarpsTwoTiles});
 }
-bool register_variant(const char* name, kernels::RunFn run) {
-  const kernels::KernelInfo* k = kernels::find_kernel("dense.gemv");
-  if (k == nullptr) return false;
-  kernels::KernelInfo v = *k;
-  v.name = name;
-  v.run = run;
-  test::test_kernels().push_back(v);
-  return true;
-}
 const bool kVariants =
-    register_variant("dense.gemv:no_l2_prefetch", run_without_l2_prefetch) &&
-    register_variant("dense.gemv:widest_two_tile_blocks", run_widest_two_tile_blocks);
+    test::register_test_variant("dense.gemv", "dense.gemv:no_l2_prefetch",
+                                run_without_l2_prefetch) &&
+    test::register_test_variant("dense.gemv", "dense.gemv:widest_two_tile_blocks",
+                                run_widest_two_tile_blocks);
 }  // namespace
 
 SPARROW_DECODE_KERNEL_TESTS(DenseGemvNoL2Prefetch, "dense.gemv:no_l2_prefetch", Format::dense)

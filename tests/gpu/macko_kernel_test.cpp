@@ -30,15 +30,8 @@ namespace {
 Status run_entry_split(const kernels::Problem& p, Stream s) {
   return kernels::macko_warp_row::run_with(p, s, kernels::macko_warp_row::EntrySplit::always);
 }
-const bool kForcedEntrySplit = [] {
-  const kernels::KernelInfo* k = kernels::find_kernel("macko.warp_row");
-  if (k == nullptr) return false;
-  kernels::KernelInfo forced = *k;
-  forced.name = "macko.warp_row:entry_split";
-  forced.run = run_entry_split;
-  test::test_kernels().push_back(forced);
-  return true;
-}();
+const bool kForcedEntrySplit =
+    test::register_test_variant("macko.warp_row", "macko.warp_row:entry_split", run_entry_split);
 }  // namespace
 
 SPARROW_DECODE_KERNEL_TESTS(MackoEntrySplit, "macko.warp_row:entry_split", Format::macko)

@@ -30,24 +30,12 @@ Status run_streaming(const kernels::Problem& p, Stream s) {
 Status run_streaming_cp_async(const kernels::Problem& p, Stream s) {
   return kernels::tca_bme_decode::run_with(p, s, StripKernel::never, StageCopy::per_lane);
 }
-const bool kForcedKernels = [] {
-  const kernels::KernelInfo* k = kernels::find_kernel("tca_bme.decode");
-  if (k == nullptr) return false;
-  kernels::KernelInfo strip = *k, strip_bulk = *k, streaming = *k, streaming_cp_async = *k;
-  strip.name = "tca_bme.decode:strip";
-  strip.run = run_strip;
-  strip_bulk.name = "tca_bme.decode:strip_bulk";
-  strip_bulk.run = run_strip_bulk;
-  streaming.name = "tca_bme.decode:streaming";
-  streaming.run = run_streaming;
-  streaming_cp_async.name = "tca_bme.decode:streaming_cp_async";
-  streaming_cp_async.run = run_streaming_cp_async;
-  test::test_kernels().push_back(strip);
-  test::test_kernels().push_back(strip_bulk);
-  test::test_kernels().push_back(streaming);
-  test::test_kernels().push_back(streaming_cp_async);
-  return true;
-}();
+const bool kForcedKernels =
+    test::register_test_variant("tca_bme.decode", "tca_bme.decode:strip", run_strip) &&
+    test::register_test_variant("tca_bme.decode", "tca_bme.decode:strip_bulk", run_strip_bulk) &&
+    test::register_test_variant("tca_bme.decode", "tca_bme.decode:streaming", run_streaming) &&
+    test::register_test_variant("tca_bme.decode", "tca_bme.decode:streaming_cp_async",
+                                run_streaming_cp_async);
 }  // namespace
 
 SPARROW_DECODE_KERNEL_TESTS(TcaBmeDecodeStrip, "tca_bme.decode:strip", Format::tca_bme)
