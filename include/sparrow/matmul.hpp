@@ -35,6 +35,12 @@ struct MatmulOptions {
   // and refuses it with unsupported where the kernel it would run does not take it.
   bool input_rms = false;
   float rms_eps = 0.0f;  // >= 0
+  // SwiGLU of a stacked [gate; up] weight inside the matmul (W has M = 2F rows, gate rows first):
+  // Y (N x F) = silu(X * W[0:F]^T) * (X * W[F:2F]^T) element-wise, each half rounded to Y's dtype
+  // before the product as a separate matmul and SwiGLU kernel would. It saves a decode step the
+  // separate SwiGLU kernel. Only some kernels take it (matmul_takes_output_swiglu); the others,
+  // and bias or accumulate with it, are refused before anything runs.
+  bool output_swiglu = false;
 };
 
 // W on the device (to_device), X (N x K) and Y (N x M) device views of W's dtype. Asynchronous on
@@ -51,5 +57,10 @@ Status matmul(const MatrixView& y, const Weight& w, const ConstMatrixView& x, St
 // weights with >= 64 rows per SM at density >= 0.25, the SM count of the current GPU, or one
 // without a GPU).
 bool matmul_takes_input_rms(const Weight& w, int64_t n, const MatmulOptions& opt = {});
+
+// Whether matmul, asked for MatmulOptions::output_swiglu with these options otherwise, runs a
+// kernel that takes it for this weight at N = n (host-side, no GPU needed): dense.gemv, for a
+// weight with an even number of rows.
+bool matmul_takes_output_swiglu(const Weight& w, int64_t n, const MatmulOptions& opt = {});
 
 }  // namespace sparrow

@@ -113,8 +113,7 @@ __global__ void swiglu_kernel(T* out, const T* gate, const T* up, int64_t rows, 
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * cols) return;
   const int64_t at = i / cols * ld + i % cols;
-  const float g = to_float(gate[at]);
-  out[i] = from_float<T>(g / (1.0f + __expf(-g)) * to_float(up[at]));
+  out[i] = from_float<T>(kernels::silu_times(to_float(gate[at]), to_float(up[at])));
 }
 
 // Every byte of the arrays, 16 at a time with kernels::kStreamReadUnroll loads in flight per thread (the tail

@@ -9,7 +9,8 @@ namespace sparrow::kernels {
 
 static bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
-Status check_problem(const Problem& p, Format expected, bool takes_input_rms) {
+Status check_problem(const Problem& p, Format expected, bool takes_input_rms,
+                     bool takes_output_swiglu) {
   if (format_of(p.w) != expected) {
     return invalid_argument(std::string("kernel for ") + format_name(expected) + " got a " +
                             format_name(format_of(p.w)) + " weight");
@@ -24,10 +25,25 @@ Status check_problem(const Problem& p, Format expected, bool takes_input_rms) {
     return invalid_argument("X has " + std::to_string(p.x.cols) + " columns, W has K = " +
                             std::to_string(s.cols));
   }
-  if (p.y.rows != p.x.rows || p.y.cols != s.rows) {
+  if (p.opt.output_swiglu) {
+    if (!takes_output_swiglu) {
+      return unsupported(
+          "this kernel does not take output_swiglu (see matmul_takes_output_swiglu)");
+    }
+    if (s.rows % 2 != 0) {
+      return invalid_argument("output_swiglu needs a stacked [gate; up] weight with an even row "
+                              "count, W has M = " + std::to_string(s.rows));
+    }
+    if (p.opt.bias || p.opt.accumulate) {
+      return invalid_argument("output_swiglu takes no bias and no accumulate");
+    }
+  }
+  const int64_t y_cols = p.opt.output_swiglu ? s.rows / 2 : s.rows;
+  if (p.y.rows != p.x.rows || p.y.cols != y_cols) {
     return invalid_argument("Y is " + std::to_string(p.y.rows) + " x " +
-                            std::to_string(p.y.cols) + ", expected N x M = " +
-                            std::to_string(p.x.rows) + " x " + std::to_string(s.rows));
+                            std::to_string(p.y.cols) + ", expected N x " +
+                            (p.opt.output_swiglu ? "M/2 (output_swiglu) = " : "M = ") +
+                            std::to_string(p.x.rows) + " x " + std::to_string(y_cols));
   }
   if (p.x.dtype != s.dtype || p.y.dtype != s.dtype) {
     return invalid_argument(std::string("X, Y and W must share a dtype (W is ") +
@@ -53,6 +69,10 @@ Status check_problem(const Problem& p, Format expected, bool takes_input_rms) {
 
 bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n) {
   return k.input_rms != nullptr && k.input_rms(w, n);
+}
+
+bool takes_output_swiglu(const KernelInfo& k, const Weight& w, int64_t n) {
+  return k.output_swiglu != nullptr && k.output_swiglu(w, n);
 }
 
 WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w) {

@@ -215,40 +215,4 @@ __device__ __forceinline__ void store_output(T* y, float acc, const T* bias, int
   *y = from_float<T>(acc);
 }
 
-// The end of the tensor-core kernels (dense.gemv, tca_bme.decode): a block's warps each hold
-// fp32 mma accumulators for the same 16*MT rows x 8*NT tokens over different K ranges; sum them
-// through shared memory `partial` (warps, MT*NT*4, 32) and write Y[token][row0 + r].
-// input_rms: `sum_sq` (warps, 16) holds each warp's sum of x^2 per token over its K range (null:
-// no norm); the token's total over the warps, over K, scales its outputs.
-template <class T, int MT, int NT>
-__device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT * 4][32],
-                                                      const float (&acc)[MT][NT][4], int64_t row0,
-                                                      int64_t m, int n, T* y, int64_t ldy,
-                                                      const T* bias, bool accumulate,
-                                                      const float (*sum_sq)[16] = nullptr,
-                                                      int64_t k = 0, float rms_eps = 0.f) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) partial[warp][(i * NT + j) * 4 + c][lane] = acc[i][j][c];
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < MT * NT * 4 * 32; idx += blockDim.x) {
-    const int r = idx / 32, l = idx % 32;
-    float sum = 0.f;
-    for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
-    const int c = r % 4, j = (r / 4) % NT, i = r / (4 * NT);
-    const int64_t row = row0 + 16 * i + (l >> 2) + (c >= 2 ? 8 : 0);
-    const int token = 8 * j + 2 * (l & 3) + (c & 1);
-    if (sum_sq && token < n) {
-      float ss = 0.f;
-      for (int v = 0; v < warps; ++v) ss += sum_sq[v][token];
-      sum *= rms_scale(ss, k, rms_eps);
-    }
-    if (row < m && token < n) store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
-  }
-}
-
 }  // namespace sparrow::kernels::decode

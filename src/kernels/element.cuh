@@ -26,6 +26,13 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
 
+// SwiGLU of one element, silu(gate) * up, from the two values as stored (already rounded to the
+// storage type): the engine's SwiGLU kernel, macko.swiglu_mlp and dense.gemv's output_swiglu
+// epilogue compute it the same way, so fused and separate runs give the same bits.
+__device__ __forceinline__ float silu_times(float gate, float up) {
+  return gate / (1.0f + __expf(-gate)) * up;
+}
+
 // Two packed 16-bit elements (one 32-bit register, low half first) as floats.
 template <class T> __device__ __forceinline__ float2 unpack2(uint32_t u);
 template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t u) {

@@ -28,6 +28,8 @@ struct WorkspaceNeed {
 using WorkspaceFn = WorkspaceNeed (*)(const Weight&);
 // Whether the kernel honours MatmulOptions::input_rms for this weight at N tokens.
 using InputRmsFn = bool (*)(const Weight&, int64_t n);
+// Whether the kernel honours MatmulOptions::output_swiglu for this weight at N tokens.
+using OutputSwigluFn = bool (*)(const Weight&, int64_t n);
 // Whether the kernel runs on the current device (architecture-specific code such as sm_90a).
 using AvailableFn = bool (*)();
 
@@ -39,6 +41,7 @@ struct KernelInfo {
   WorkspaceFn workspace = nullptr;  // null: needs none
   InputRmsFn input_rms = nullptr;   // null: never takes MatmulOptions::input_rms
   AvailableFn available = nullptr;  // null: runs on every GPU the build targets
+  OutputSwigluFn output_swiglu = nullptr;  // null: never takes MatmulOptions::output_swiglu
 };
 
 // Whether kernel k runs on the current device (its `available`, else true).
@@ -46,6 +49,8 @@ inline bool available_here(const KernelInfo& k) { return k.available == nullptr 
 
 // Whether kernel k takes MatmulOptions::input_rms for w at N = n.
 bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n);
+// Whether kernel k takes MatmulOptions::output_swiglu for w at N = n.
+bool takes_output_swiglu(const KernelInfo& k, const Weight& w, int64_t n);
 
 // What the kernel needs for this weight ({0, 0} for kernels without a workspace).
 WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w);
@@ -55,8 +60,10 @@ const std::vector<KernelInfo>& all_kernels();
 const KernelInfo* find_kernel(const char* name);
 
 // The argument checks every kernel runs first (see matmul.hpp for the rules). A kernel passes
-// `takes_input_rms` true when it honours MatmulOptions::input_rms for this problem; the others
-// refuse it here instead of silently computing the matmul without the norm.
-Status check_problem(const Problem& p, Format expected, bool takes_input_rms = false);
+// `takes_input_rms` true when it honours MatmulOptions::input_rms for this problem, and
+// `takes_output_swiglu` for MatmulOptions::output_swiglu; the others refuse them here instead of
+// silently computing the matmul without the norm or the SwiGLU.
+Status check_problem(const Problem& p, Format expected, bool takes_input_rms = false,
+                     bool takes_output_swiglu = false);
 
 }  // namespace sparrow::kernels

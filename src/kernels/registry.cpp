@@ -23,7 +23,8 @@ const std::vector<KernelInfo>& all_kernels() {
   static const std::vector<KernelInfo> kernels = {
       // dense.gemv is built for N <= 8: at 9..16 (two M tiles per warp) it measured 0.87-1.0x
       // cuBLAS on the Llama shapes (session 6), so matmul sends those N to cuBLAS.
-      {"dense.gemv", Format::dense, 1, 8, dense_gemv::run, nullptr, dense_gemv::takes_input_rms},
+      {"dense.gemv", Format::dense, 1, 8, dense_gemv::run, nullptr, dense_gemv::takes_input_rms,
+       nullptr, dense_gemv::takes_output_swiglu},
       {"csr.vector", Format::csr, 1, 16, csr_vector::run},
       {"macko.warp_row", Format::macko, 1, 16, macko_warp_row::run, nullptr,
        macko_warp_row::takes_input_rms},

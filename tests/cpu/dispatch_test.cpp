@@ -239,6 +239,35 @@ TEST(Dispatch, InputRmsOnlyWhereTheChosenKernelTakesIt) {
   EXPECT_FALSE(matmul_takes_input_rms(m.value(), 16));
 }
 
+// matmul_takes_output_swiglu answers for the kernel matmul would run with these options (no GPU
+// needed): dense.gemv on a weight of an even row count, nothing else. On a dependent launch (the
+// engine's) a dense weight runs dense.gemv up to 8 tokens, cuBLAS beyond.
+TEST(Dispatch, OutputSwigluOnlyWhereTheChosenKernelTakesIt) {
+  MatmulOptions dependent;
+  dependent.dependent_launch = true;
+  for (int64_t rows : {int64_t(2 * 1408), int64_t(300)}) {
+    const HostMatrix h = patterns::random(DType::fp16, rows, 512, 0.5, 5);
+    for (Format f : {Format::dense, Format::csr, Format::macko, Format::tca_bme}) {
+      auto w = encode(f, h.view());
+      ASSERT_TRUE(w.ok());
+      for (int64_t n : {1, 2, 4, 8, 9, 16, 64}) {
+        const kernels::KernelInfo* k = choose_kernel(w.value(), n, 0, true);
+        ASSERT_NE(k, nullptr);
+        EXPECT_EQ(matmul_takes_output_swiglu(w.value(), n, dependent),
+                  std::string(k->name) == "dense.gemv")
+            << format_name(f) << " " << rows << " rows N=" << n << " (" << k->name << ")";
+        if (f == Format::dense) {
+          EXPECT_EQ(matmul_takes_output_swiglu(w.value(), n, dependent), n <= 8) << "N=" << n;
+        }
+      }
+    }
+  }
+  const HostMatrix odd = patterns::random(DType::fp16, 301, 64, 0.0, 6);
+  auto w = encode(Format::dense, odd.view());
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(matmul_takes_output_swiglu(w.value(), 1, dependent)) << "301 rows";
+}
+
 // What the 7B engine's tca_bme layers run (scripts/rule-table.sh, rule_table.cpp). The engine
 // launches every matmul as a dependent launch, and there tca_bme.mma is left out up to 8 tokens
 // (the engine at batch 8 ran slower with it than with tca_bme.decode on every layer, on the

@@ -345,6 +345,138 @@ inline void check_input_rms(const char* name, Format f, DType t) {
   }
 }
 
+// One call of kernel k with MatmulOptions::output_swiglu on a stacked [gate; up] weight of 2F
+// rows (Y N x F, poisoned first) against the reference: the full product's gate and up halves
+// (with the norm when input_rms), each rounded to the dtype as a stored gate_up output would be,
+// then silu(gate) * up in double.
+inline KernelCheck check_swiglu_kernel(const kernels::KernelInfo& k, const Weight& host_w,
+                                       int64_t n, uint64_t seed, bool input_rms) {
+  KernelCheck out;
+  const Shape& s = shape_of(host_w);
+  const int64_t half = s.rows / 2;
+  HostMatrix x = patterns::dense_random(s.dtype, n, s.cols, seed);
+  auto dw = to_device(host_w);
+  if (!dw.ok()) {
+    out.failure = dw.status().to_string();
+    return out;
+  }
+  DeviceMatrix dx = DeviceMatrix::upload(x);
+  DeviceMatrix dy = DeviceMatrix::alloc(s.dtype, n, half);
+  dy.poison();
+  MatmulOptions opt;
+  opt.output_swiglu = true;
+  opt.input_rms = input_rms;
+  opt.rms_eps = kRmsEps;
+  give_workspace(k, host_w, opt);
+  const Status st = k.run(kernels::Problem{dw.value(), dx.view, dy.view, opt}, nullptr);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (!st.ok() || e != cudaSuccess) {
+    out.failure =
+        !st.ok() ? st.to_string() : std::string("kernel failed: ") + cudaGetErrorString(e);
+    return out;
+  }
+  reference::Options ro;
+  ro.input_rms = input_rms;
+  ro.rms_eps = kRmsEps;
+  auto full = reference::matmul_f64(host_w, x.view(), ro);
+  if (!full.ok()) {
+    out.failure = full.status().to_string();
+    return out;
+  }
+  std::vector<double> ref(size_t(n * half));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < half; ++o) {
+      const double g = round_to_dtype(float(full.value()[size_t(t * s.rows + o)]), s.dtype);
+      const double u = round_to_dtype(float(full.value()[size_t(t * s.rows + half + o)]), s.dtype);
+      ref[size_t(t * half + o)] = g / (1.0 + std::exp(-g)) * u;
+    }
+  out.error = reference::normalized_error(dy.download().view(), ref);
+  return out;
+}
+
+// MatmulOptions::output_swiglu: where the kernel takes it (kernels::takes_output_swiglu), every
+// N (two passes of 16 tokens at 33) on stacked weights whose gate count is a multiple of nothing
+// (a block's last tile half-empty), with and without input_rms, against check_swiglu_kernel's
+// reference. Where it does not, the call returns unsupported and Y stays poisoned. Either way
+// bias, accumulate, an odd row count or a Y of N x M are refused.
+inline void check_output_swiglu(const char* name, Format f, DType t) {
+  const auto& k = kernel_named(name);
+  if (!k.run) return;
+  struct Case {
+    int64_t m, k;
+    double s;
+    std::vector<int> ns;
+  };
+  const std::vector<int> every_n = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33};
+  const Case cases[] = {{2, 1, 0.0, every_n},
+                        {14, 13, 0.5, every_n},
+                        {130, 70, 0.5, every_n},
+                        {4098, 4095, 0.5, {1, 8, 9, 16, 17}}};
+  uint64_t seed = 9000;
+  int taken = 0;
+  for (const Case& c : cases) {
+    const Weight w = encode_or_fail(f, make_weight(t, "random", c.m, c.k, c.s, seed));
+    const std::string what = std::string(name) + " output_swiglu " + dtype_name(t) + " " +
+                             std::to_string(c.m) + "x" + std::to_string(c.k);
+    for (int n : c.ns) {
+      if (kernels::takes_output_swiglu(k, w, n)) {
+        ++taken;
+        EXPECT_TRUE(kernel_ok(check_swiglu_kernel(k, w, n, seed + n, false), t))
+            << what << " N=" << n;
+        if (kernels::takes_input_rms(k, w, n)) {
+          EXPECT_TRUE(kernel_ok(check_swiglu_kernel(k, w, n, seed + 50 + n, true), t))
+              << what << " input_rms N=" << n;
+        }
+        continue;
+      }
+      auto dw = to_device(w);
+      ASSERT_TRUE(dw.ok());
+      DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, n, c.k, seed));
+      DeviceMatrix y = DeviceMatrix::alloc(t, n, c.m / 2);
+      y.poison();
+      MatmulOptions opt;
+      opt.output_swiglu = true;
+      give_workspace(k, w, opt);
+      const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
+      EXPECT_EQ(st.code(), Code::unsupported) << what << " N=" << n << ": " << st.to_string();
+      EXPECT_TRUE(still_poisoned(y)) << what << " N=" << n << " wrote Y";
+    }
+    seed += 100;
+  }
+  // Refused arguments, whether or not the kernel takes output_swiglu at all.
+  const Weight odd = encode_or_fail(f, make_weight(t, "random", 13, 24, 0.5, seed));
+  const Weight even = encode_or_fail(f, make_weight(t, "random", 14, 24, 0.5, seed + 1));
+  auto d_odd = to_device(odd), d_even = to_device(even);
+  ASSERT_TRUE(d_odd.ok() && d_even.ok());
+  DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, 2, 24, seed + 2));
+  DeviceMatrix y = DeviceMatrix::alloc(t, 2, 14);
+  y.poison();
+  const bool takes = kernels::takes_output_swiglu(k, even, 2);
+  auto expect_refused = [&](const Weight& dw, int64_t y_cols, MatmulOptions opt, const char* why) {
+    opt.output_swiglu = true;
+    give_workspace(k, dw, opt);
+    MatrixView yv = y.view;
+    yv.cols = y_cols;
+    const Status st = k.run(kernels::Problem{dw, x.view, yv, opt}, nullptr);
+    EXPECT_EQ(st.code(), takes ? Code::invalid_argument : Code::unsupported)
+        << name << " output_swiglu " << why << ": " << st.to_string();
+  };
+  MatmulOptions with_bias, accumulating;
+  with_bias.bias = x.view.data;
+  accumulating.accumulate = true;
+  expect_refused(d_even.value(), 7, with_bias, "with bias");
+  expect_refused(d_even.value(), 7, accumulating, "accumulating");
+  expect_refused(d_even.value(), 14, {}, "Y of N x M");
+  if (takes) expect_refused(d_odd.value(), 6, {}, "13 rows");
+  EXPECT_TRUE(still_poisoned(y)) << name << " wrote Y although every call was refused";
+  // dense.gemv takes it; no other decode kernel.
+  if (std::string(name).rfind("dense.gemv", 0) == 0) {
+    EXPECT_GT(taken, 0) << name << " never took output_swiglu";
+  } else {
+    EXPECT_EQ(taken, 0) << name << " claims output_swiglu";
+  }
+}
+
 // The standard set of tests for one decode kernel.
 #define SPARROW_DECODE_KERNEL_TESTS(Suite, kname, fmt)                                       \
   TEST(Suite, SmallShapesFp16) { test::check_small_sweep(kname, fmt, DType::fp16); }        \
@@ -373,6 +505,10 @@ inline void check_input_rms(const char* name, Format f, DType t) {
   TEST(Suite, InputRms) {                                                                    \
     test::check_input_rms(kname, fmt, DType::fp16);                                          \
     test::check_input_rms(kname, fmt, DType::bf16);                                          \
+  }                                                                                          \
+  TEST(Suite, OutputSwiglu) {                                                                \
+    test::check_output_swiglu(kname, fmt, DType::fp16);                                      \
+    test::check_output_swiglu(kname, fmt, DType::bf16);                                      \
   }
 
 }  // namespace sparrow::test

@@ -4,6 +4,11 @@
 // physical elements of a chunk are used as logical columns {2t,2t+1,2t+8,2t+9} of two mma steps,
 // for A and B alike. That keeps every weight load 16 bytes wide without shared memory or ldmatrix,
 // and the tensor cores make N = 1..16 cost the same arithmetic-free pass over W.
+// SwiGLU (MatmulOptions::output_swiglu, a stacked [gate; up] weight of 2F rows): an M tile's rows
+// g and g + 8 are gate row o and up row F + o of the same output o instead of 16 neighbours. The
+// mma puts rows g and g + 8 into the same lane (accumulators c and c + 2), so the epilogue has
+// both halves of each output without any exchange, and the separate SwiGLU kernel (a launch and
+// a dependency link per layer in a decode step) goes away.
 #include "kernels/dense/gemv.hpp"
 
 #include <algorithm>
@@ -36,6 +41,81 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
   return r;
 }
 
+// The W rows of a block's tile rows g and g + 8 of M tile i. Plain: the 16 * MT rows from
+// row0 = block * 16 * MT. SwiGLU (half = F > 0): out0 = block * 8 * MT, tile i's row g is gate
+// row out0 + 8 i + g and row g + 8 its up row F + out0 + 8 i + g; plan() sees the weight's M = 2F
+// rows either way, and ceil(2F / 16) = ceil(F / 8) blocks cover both.
+struct TileRows {
+  int64_t first;  // plain: the block's first W row; SwiGLU: its first output
+  int64_t half;   // 0: plain; F: SwiGLU over a [gate; up] weight of 2F rows
+  int64_t m;      // W's rows
+  __device__ __forceinline__ int64_t row(int i, int g, int h) const {
+    return half == 0 ? first + 16 * i + g + 8 * h : first + 8 * i + g + half * h;
+  }
+  __device__ __forceinline__ bool has(int i, int g, int h) const {
+    return half == 0 ? row(i, g, h) < m : first + 8 * i + g < half;
+  }
+};
+
+// The block's end: its warps each hold fp32 mma accumulators for the same 16 * MT tile rows x
+// 8 * NT tokens over different K ranges; sum them through shared memory `partial` (warps,
+// MT * NT * 4, 32) and write Y. input_rms: `sum_sq` (warps, 16) holds each warp's sum of x^2 per
+// token over its K range (null: no norm); the token's total over the warps, over K, scales its
+// outputs. SwiGLU: accumulators c and c + 2 of a lane are the gate and up of one output (rows g
+// and g + 8); each is rounded to T as a stored gate_up output would be, then
+// Y[token][out] = silu(gate) * up.
+template <class T, int MT, int NT>
+__device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT * 4][32],
+                                                      const float (&acc)[MT][NT][4],
+                                                      const TileRows& rows, int n, T* y,
+                                                      int64_t ldy, const T* bias, bool accumulate,
+                                                      const float (*sum_sq)[16] = nullptr,
+                                                      int64_t k = 0, float rms_eps = 0.f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) partial[warp][(i * NT + j) * 4 + c][lane] = acc[i][j][c];
+  __syncthreads();
+  auto reduced = [&](int r, int l) {
+    float sum = 0.f;
+    for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
+    return sum;
+  };
+  auto norm = [&](int token) {
+    float ss = 0.f;
+    for (int v = 0; v < warps; ++v) ss += sum_sq[v][token];
+    return rms_scale(ss, k, rms_eps);
+  };
+  if (rows.half > 0) {  // one thread per (gate accumulator c = 0, 1; lane) pair
+    for (int idx = threadIdx.x; idx < MT * NT * 2 * 32; idx += blockDim.x) {
+      const int l = idx % 32, c = (idx / 32) % 2, j = (idx / 64) % NT, i = idx / (64 * NT);
+      const int r = (i * NT + j) * 4 + c;
+      const int token = 8 * j + 2 * (l & 3) + c;
+      const int g = l >> 2;
+      if (token >= n || !rows.has(i, g, 0)) continue;
+      const float scale = sum_sq ? norm(token) : 1.f;
+      const float gate = to_float(from_float<T>(reduced(r, l) * scale));
+      const float up = to_float(from_float<T>(reduced(r + 2, l) * scale));
+      y[int64_t(token) * ldy + rows.row(i, g, 0)] = from_float<T>(silu_times(gate, up));
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < MT * NT * 4 * 32; idx += blockDim.x) {
+    const int r = idx / 32, l = idx % 32;
+    float sum = reduced(r, l);
+    const int c = r % 4, j = (r / 4) % NT, i = r / (4 * NT);
+    const int64_t row = rows.row(i, l >> 2, c >= 2 ? 1 : 0);
+    const int token = 8 * j + 2 * (l & 3) + (c & 1);
+    if (sum_sq && token < n) sum *= norm(token);
+    if (row < rows.m && token < n) {
+      store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
+    }
+  }
+}
+
 // NT: 8-token mma N tiles per pass (1 for n <= 8, 2 for n <= 16). MT: 16-row M tiles per warp;
 // each X chunk feeds MT*2 mmas, so MT = 2 halves the X traffic per weight byte, which at 16
 // tokens equals the weight traffic (measured: 16 tokens with MT = 1 ran at 62 % of the floor).
@@ -55,7 +135,8 @@ template <class T, int MT, int NT, bool RMS, bool PREFETCH>
 __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
-                const T* __restrict__ bias, bool accumulate, bool x_vec, float rms_eps) {
+                const T* __restrict__ bias, bool accumulate, bool x_vec, float rms_eps,
+                int64_t swiglu_half) {
   let_next_launch();
   constexpr int U = Config::kStepsInFlight / MT;  // the same weight bytes in flight per lane
   constexpr int kWarps = Config::max_warps(MT);
@@ -70,7 +151,7 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
   __shared__ float sum_sq[RMS ? kWarps : 1][16];  // (warp, token), RMS only
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t row_base = int64_t(blockIdx.x) * Config::kRowsPerTile * MT;
+  const TileRows rows{int64_t(blockIdx.x) * (swiglu_half > 0 ? 8 : 16) * MT, swiglu_half, m};
   const int64_t chunks = ldw / 8;  // 16-byte chunks per (padded) row
   const int64_t steps = (chunks + 3) / 4;
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -99,9 +180,9 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int64_t row = row_base + 16 * i + g + 8 * h;
-          a[u][i][h] =
-              (in_k && row < m) ? load_stream16<PREFETCH>(w + row * ldw + chunk * 8) : zero;
+          a[u][i][h] = (in_k && rows.has(i, g, h))
+                           ? load_stream16<PREFETCH>(w + rows.row(i, g, h) * ldw + chunk * 8)
+                           : zero;
         }
     }
   };
@@ -158,10 +239,10 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
     for (int j = 0; j < NT; ++j)
       if (t == g / 2) sum_sq[warp][g + 8 * j] = ss[j][g & 1];
     // reduce_tile_and_store's barrier orders these writes before the reads.
-    reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate,
-                                     sum_sq, k, rms_eps);
+    reduce_tile_and_store<T, MT, NT>(partial, acc, rows, n, y, ldy, bias, accumulate, sum_sq, k,
+                                     rms_eps);
   } else {
-    reduce_tile_and_store<T, MT, NT>(partial, acc, row_base, m, n, y, ldy, bias, accumulate);
+    reduce_tile_and_store<T, MT, NT>(partial, acc, rows, n, y, ldy, bias, accumulate);
   }
 }
 
@@ -192,10 +273,11 @@ template <class T, int MT, int NT>
 cudaError_t launch_instance(bool rms, bool prefetch, bool dependent, dim3 grid, dim3 block,
                             Stream stream, const dense::Matrix& dm, const T* w, const T* x,
                             int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
-                            bool x_vec, float rms_eps) {
+                            bool x_vec, float rms_eps, int64_t swiglu_half) {
   return launch_kernel(dependent, instance<T, MT, NT>(rms, prefetch), grid, block,
                        partial_bytes(MT, int(block.x / 32)), stream, w, dm.ld, dm.shape.rows,
-                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps);
+                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps,
+                       swiglu_half);
 }
 
 template <class T>
@@ -232,13 +314,14 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
     const bool pf = v.l2_prefetch;
+    const int64_t half = p.opt.output_swiglu ? dm.shape.rows / 2 : 0;
     const cudaError_t err =
         mt == 1 ? launch_instance<T, 1, 1>(rms, pf, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
-                                           p.opt.rms_eps)
+                                           p.opt.rms_eps, half)
                 : launch_instance<T, 2, 2>(rms, pf, dependent, grid, block, stream, dm, w, xp,
                                            p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
-                                           p.opt.rms_eps);
+                                           p.opt.rms_eps, half);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
   return Status::success();
@@ -277,6 +360,8 @@ LaunchPlan plan(int64_t m, int64_t ld, int sm_count, int m_tiles, int requested_
 
 bool takes_input_rms(const Weight&, int64_t) { return true; }
 
+bool takes_output_swiglu(const Weight& w, int64_t) { return shape_of(w).rows % 2 == 0; }
+
 Status run(const Problem& p, Stream stream) {
   // Experiment knobs (A/B runs; read once): SPARROW_GEMV_L2_PREFETCH=0, the weight loads without
   // the L2 prefetch size, as before session 49; SPARROW_GEMV_TWO_TILE_WARPS=W and
@@ -291,7 +376,7 @@ Status run(const Problem& p, Stream stream) {
 }
 
 Status run_with(const Problem& p, Stream stream, const Variant& v) {
-  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true));
+  SPARROW_RETURN_IF_ERROR(check_problem(p, Format::dense, true, true));
   const auto& dm = std::get<dense::Matrix>(p.w);
   if (dm.shape.dtype == DType::fp32) {
     return unsupported("dense.gemv runs fp16 and bf16 weights (fp32: use dense.cublas)");

@@ -414,8 +414,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   }
   consumers_sync();
   for (uint32_t i = threadIdx.x; i < pb - pa; i += kConsumers * 32) {
-    const float g = g_u[i], u = g_u[(pb - pa) + i];
-    h[pa + i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
+    h[pa + i] = from_float<T>(silu_times(g_u[i], g_u[(pb - pa) + i]));
   }
 
   // 4. Every block's part of h is written; every block has read the input (x may change now).
