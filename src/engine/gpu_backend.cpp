@@ -130,6 +130,14 @@ bool fused_mlp_requested() {
   return v;
 }
 
+// The stacked gate_up matmul writes silu(gate) * up itself where its kernel takes
+// MatmulOptions::output_swiglu (dense.gemv), so no SwiGLU kernel runs, unless
+// SPARROW_ENGINE_SWIGLU_IN_MATMUL=0 (experiment knob for A/B runs; read when a backend is made,
+// so a test can compare both in one process).
+bool swiglu_in_matmul_requested() {
+  return kernels::env_knob("SPARROW_ENGINE_SWIGLU_IN_MATMUL", 1) != 0;
+}
+
 // Whether the norm before weights of this format is folded into them (scale_columns).
 bool foldable(Format f) { return fold_norm_requested() && can_scale_columns(f); }
 
@@ -579,6 +587,20 @@ class GpuBackend final : public Backend {
     return k->run(kernels::Problem{w, x, y, opt}, stream_);
   }
 
+  // Whether layer L's stacked gate_up matmul over R rows writes the SwiGLU itself
+  // (output_swiglu): its kernel (the forced one, else matmul's) takes it, and no override skips
+  // or replaces gate_up or the SwiGLU.
+  bool swiglu_in_matmul(const DeviceLayer& L, int64_t R, const MatmulOptions& opt) const {
+    const int gu = int(LayerRole::gate_up);
+    if (!swiglu_in_matmul_ || !fused_ || overrides_.skip_swiglu ||
+        overrides_.skip[gu] || overrides_.read_only[gu]) {
+      return false;
+    }
+    const kernels::KernelInfo* forced = overrides_.kernel[gu];
+    return forced ? kernels::takes_output_swiglu(*forced, L.gate_up, R)
+                  : matmul_takes_output_swiglu(L.gate_up, R, opt);
+  }
+
   // The macko.swiglu_mlp call for layer L's MLP over R rows (SPARROW_ENGINE_FUSED_MLP), or none
   // when the layer's MLP runs as separate kernels.
   std::optional<kernels::macko_swiglu_mlp::Call> fused_mlp_call(const DeviceLayer& L, int64_t R,
@@ -718,10 +740,17 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(mark("mlp"));
         continue;
       }
-      if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
+      const MatmulOptions gate_up_opt = mlp_in.options(with_scratch());
+      if (swiglu_in_matmul(L, R, gate_up_opt)) {  // gate_ = silu(gate) * up from one matmul
+        MatmulOptions o = gate_up_opt;
+        o.output_swiglu = true;
+        SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate_up,
+                                             view(gate_, R, cfg.intermediate), L.gate_up, hm, o));
+        SPARROW_RETURN_IF_ERROR(mark("gate_up"));
+      } else if (fused_) {  // one matmul into [gate | up] rows, then gate_ = silu(gate) * up
         SPARROW_RETURN_IF_ERROR(layer_matmul(LayerRole::gate_up,
                                              view(gate_up_, R, 2 * cfg.intermediate), L.gate_up,
-                                             hm, mlp_in.options(with_scratch())));
+                                             hm, gate_up_opt));
         SPARROW_RETURN_IF_ERROR(mark("gate_up"));
         const void* up = static_cast<const char*>(gate_up_.get()) +
                          size_t(cfg.intermediate) * dtype_size(dt_);
@@ -850,6 +879,7 @@ class GpuBackend final : public Backend {
   // SPARROW_ENGINE_STAMPS: a slot per stamp of a decode step, the names and intervals per batch
   // size, and the step being built (null outside decode passes).
   DeviceArray stamps_;
+  const bool swiglu_in_matmul_ = swiglu_in_matmul_requested();
   DeviceArray mlp_barrier_;  // SPARROW_ENGINE_FUSED_MLP: macko.swiglu_mlp's grid barrier
   int stamp_capacity_ = 0;
   std::map<int, StepStamps> stamps_by_batch_;

@@ -14,6 +14,7 @@
 #include "sparrow/engine/generate.hpp"
 #include "sparrow/engine/transform.hpp"
 #include "sparrow/formats/macko.hpp"
+#include "sparrow/matmul.hpp"
 
 namespace sparrow {
 namespace {
@@ -302,6 +303,43 @@ TEST(GpuEngine, ForcedAndSkippedLayerKernels) {
     const int32_t one = kPrompt[0];
     for (int step = 0; step < 3; ++step)  // decode steps (the graph is captured and replayed)
       ASSERT_TRUE(gpu.value()->forward_greedy(&one, 1, 1, next).ok()) << "step " << step;
+  }
+}
+
+// Passes of 1 and 3 rows run dense.gemv on the stacked gate_up with the SwiGLU in its epilogue
+// (MatmulOptions::output_swiglu): it rounds gate and up to the dtype before silu(gate) * up as
+// the separate SwiGLU kernel does, so the logits are the same bits as with
+// SPARROW_ENGINE_SWIGLU_IN_MATMUL=0 (matmul into [gate | up], then the SwiGLU kernel).
+TEST(GpuEngine, SwigluInGateUpMatmulGivesTheSameLogits) {
+  NEED_TINYLLAMA();
+  const Shape gate = shape_of(model->layers[0].gate);
+  auto stacked = encode(Format::dense, HostMatrix(gate.dtype, 2 * gate.rows, gate.cols).view());
+  ASSERT_TRUE(stacked.ok());
+  MatmulOptions dependent;  // how the engine launches its decode matmuls
+  dependent.dependent_launch = true;
+  dependent.input_rms = true;
+  for (int64_t rows : {1, 3}) {
+    // Otherwise both runs would take the separate kernel and the test would show nothing.
+    ASSERT_TRUE(matmul_takes_output_swiglu(stacked.value(), rows, dependent)) << rows << " rows";
+    engine::BackendOptions opt;
+    opt.prefill_chunk = rows;
+    std::vector<float> fused, separate;
+    {
+      auto gpu = engine::make_gpu_backend(model, opt);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+      ASSERT_TRUE(
+          gpu.value()->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), true, fused).ok());
+    }
+    setenv("SPARROW_ENGINE_SWIGLU_IN_MATMUL", "0", 1);
+    {
+      auto gpu = engine::make_gpu_backend(model, opt);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+      ASSERT_TRUE(
+          gpu.value()->forward(kPrompt.data(), 1, int64_t(kPrompt.size()), true, separate).ok());
+    }
+    unsetenv("SPARROW_ENGINE_SWIGLU_IN_MATMUL");
+    ASSERT_EQ(fused.size(), separate.size());
+    EXPECT_EQ(fused, separate) << "passes of " << rows << " rows";
   }
 }
 
