@@ -7,8 +7,8 @@ within 0.1, then the nearest benchmarked shape with rows within 2x and columns w
 else the medians over shapes; src/dispatch/rule_table.cpp) and reports:
   * kernel choice: the picked kernel of each format vs that format's fastest kernel on this
     shape (within 5 % counts as right);
-  * format choice: pick_format's format (dense unless a sparse kernel's cell is > 1x cuBLAS) vs
-    the fastest of all candidates on this shape.
+  * format choice: pick_format's format (dense unless a sparse kernel's cell beats cuBLAS and the
+    dense cell of a benchmarked shape near it) vs the fastest of all candidates on this shape.
 With the table generated from the same CSVs this is an in-sample check; against a run the table
 was not made from (another session's run of the same shapes) it measures how well the choices
 carry over between runs. A run made with --dependent-launch is replayed as dependent launches:
@@ -149,6 +149,9 @@ def main():
     def dense_bar(n, m, k, dep):  # what a sparse format must beat (rule_table.cpp's pick_format)
         if dep and n <= dependent_max_n:
             _, sp = pick_kernel(dependent_cells, "dense", n, 0.0, m, k)
+            return max(sp, 1.0)
+        if not dep:  # the dense cell of a benchmarked shape near it, as a dense weight runs
+            _, sp = pick_kernel(cells_for[False], "dense", n, 0.0, m, k, shape_only=True)
             return max(sp, 1.0)
         return 1.0
     rows = defaultdict(list)

@@ -71,6 +71,11 @@ H200_SOURCES=(
   # measured before its prefetch (tca_bme.decode on 4096x11008 at N = 4 / 50 %: 27.2 us against
   # dense.gemv's 24.0)
   $R/2026-11-29-h200-s50-c3-bench-random.csv.xz
+  # the decode run after dense.gemv's one-wave plans (session 51, c5: N = 1..16, every kernel,
+  # plain launches): dense.gemv's cells 0.76-0.96x the time at 9..16 tokens. Since session 52 a
+  # sparse format must beat the dense cell near its shape, not cuBLAS alone (pick_format), so a
+  # slow cuBLAS row in one run no longer moves a format pick
+  $R/2026-11-29-h200-s51-c5-bench-random.csv.xz
 )
 MMA8="the 7B engine (dependent launch throughout) at batch 8 ran slower with it than with \
 tca_bme.decode three times: on every layer 1289 / 1544 / 1697 t/s against 1427 at 50 % (H100, \

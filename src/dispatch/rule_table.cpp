@@ -341,21 +341,27 @@ FormatPick pick_format(double density, int64_t n, bool allow_nm, int64_t rows, i
                        bool input_rms, bool dependent_launch) {
   FormatPick out;
   out.kernel = "dense.cublas";
-  // What a sparse format must beat: cuBLAS (1.0), or on a dependent launch the fastest dense
-  // kernel measured with dependent launches near this N and shape, when the table has such cells
-  // (a dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS).
+  // What a sparse format must beat: the dense kernel a dense weight of this shape would run, where
+  // the table measured it faster than cuBLAS: on a dependent launch the fastest dense kernel
+  // measured with dependent launches near this N and shape, when the table has such cells (a
+  // dense weight there runs dense.gemv up to 8 tokens, which chains faster than cuBLAS); on a
+  // plain launch the dense cell of a benchmarked shape near it, as matmul picks (dense.gemv where
+  // it measured faster). Else cuBLAS (1.0). Against cuBLAS alone a sparse kernel 1.05x cuBLAS
+  // was picked over a dense.gemv measured 1.10x, and a slow cuBLAS row in one run moved the picks.
   double bar = 1.0;
   std::string bar_name = "cuBLAS";
   const CellRun& dense_cells = cells_of(Format::dense);
-  if (reads_dependent_cells(dense_cells, n, dependent_launch)) {
-    if (const Cell* d = best_cell_of(dense_cells, Format::dense, 0.0, n, rows, cols, nullptr, 0,
-                                     false, input_rms, true, /*from_dependent=*/true);
-        d != nullptr && d->speedup > bar) {
-      bar = d->speedup;
-      bar_name = std::string(d->kernel) + " (" + fmt("%.2fx", d->speedup) +
-                 " cuBLAS, dependent launch)";
-      out.kernel = d->kernel;
-    }
+  const bool dependent_cells = reads_dependent_cells(dense_cells, n, dependent_launch);
+  const Cell* d =
+      dependent_cells ? best_cell_of(dense_cells, Format::dense, 0.0, n, rows, cols, nullptr, 0,
+                                     false, input_rms, true, /*from_dependent=*/true)
+      : dependent_launch ? nullptr
+                         : deciding_cell(Format::dense, 1.0, n, rows, cols, false, input_rms);
+  if (d != nullptr && d->speedup > bar) {
+    bar = d->speedup;
+    bar_name = std::string(d->kernel) + " (" + fmt("%.2fx", d->speedup) + " cuBLAS, " +
+               (dependent_cells ? "dependent" : "plain") + " launch)";
+    out.kernel = d->kernel;
   }
   const Format sparse[] = {Format::csr, Format::macko, Format::tca_bme, Format::tiled_csl,
                            Format::nm};
