@@ -42,18 +42,20 @@ __device__ __forceinline__ uint4 load_x8(const T* xrow, int64_t k0, int64_t k, b
 }
 
 // The W rows of a block's tile rows g and g + 8 of M tile i. Plain: the 16 * MT rows from
-// row0 = block * 16 * MT. SwiGLU (half = F > 0): out0 = block * 8 * MT, tile i's row g is gate
-// row out0 + 8 i + g and row g + 8 its up row F + out0 + 8 i + g; plan() sees the weight's M = 2F
-// rows either way, and ceil(2F / 16) = ceil(F / 8) blocks cover both.
+// first = block * 16 * MT. SwiGLU (half = F): first = block * 8 * MT is the block's first output;
+// tile i's row g is gate row first + 8 i + g and row g + 8 its up row F + first + 8 i + g. plan()
+// sees the weight's M = 2F rows either way: ceil(2F / 16) = ceil(F / 8) blocks cover both. A
+// template flag, not a runtime one: with `half` read at run time the plain kernel's loop and
+// epilogue changed, and the dense 7B engine ran 2.2 % slower at batch 1 with the SwiGLU kernel
+// still separate (session 52, c2).
+template <bool SWIGLU>
 struct TileRows {
-  int64_t first;  // plain: the block's first W row; SwiGLU: its first output
-  int64_t half;   // 0: plain; F: SwiGLU over a [gate; up] weight of 2F rows
-  int64_t m;      // W's rows
+  int64_t first, half, m;  // half: F (SWIGLU only); m: W's rows
   __device__ __forceinline__ int64_t row(int i, int g, int h) const {
-    return half == 0 ? first + 16 * i + g + 8 * h : first + 8 * i + g + half * h;
+    return SWIGLU ? first + 8 * i + g + half * h : first + 16 * i + g + 8 * h;
   }
   __device__ __forceinline__ bool has(int i, int g, int h) const {
-    return half == 0 ? row(i, g, h) < m : first + 8 * i + g < half;
+    return SWIGLU ? first + 8 * i + g < half : row(i, g, h) < m;
   }
 };
 
@@ -64,10 +66,10 @@ struct TileRows {
 // outputs. SwiGLU: accumulators c and c + 2 of a lane are the gate and up of one output (rows g
 // and g + 8); each is rounded to T as a stored gate_up output would be, then
 // Y[token][out] = silu(gate) * up.
-template <class T, int MT, int NT>
+template <class T, int MT, int NT, bool SWIGLU>
 __device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT * 4][32],
                                                       const float (&acc)[MT][NT][4],
-                                                      const TileRows& rows, int n, T* y,
+                                                      const TileRows<SWIGLU>& rows, int n, T* y,
                                                       int64_t ldy, const T* bias, bool accumulate,
                                                       const float (*sum_sq)[16] = nullptr,
                                                       int64_t k = 0, float rms_eps = 0.f) {
@@ -79,39 +81,37 @@ __device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT *
 #pragma unroll
       for (int c = 0; c < 4; ++c) partial[warp][(i * NT + j) * 4 + c][lane] = acc[i][j][c];
   __syncthreads();
-  auto reduced = [&](int r, int l) {
-    float sum = 0.f;
-    for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
-    return sum;
-  };
   auto norm = [&](int token) {
     float ss = 0.f;
     for (int v = 0; v < warps; ++v) ss += sum_sq[v][token];
     return rms_scale(ss, k, rms_eps);
   };
-  if (rows.half > 0) {  // one thread per (gate accumulator c = 0, 1; lane) pair
+  if constexpr (SWIGLU) {  // one thread per (gate accumulator c = 0, 1; lane) pair
     for (int idx = threadIdx.x; idx < MT * NT * 2 * 32; idx += blockDim.x) {
       const int l = idx % 32, c = (idx / 32) % 2, j = (idx / 64) % NT, i = idx / (64 * NT);
       const int r = (i * NT + j) * 4 + c;
       const int token = 8 * j + 2 * (l & 3) + c;
       const int g = l >> 2;
       if (token >= n || !rows.has(i, g, 0)) continue;
+      float gate = 0.f, up = 0.f;
+      for (int v = 0; v < warps; ++v) gate += partial[v][r][l], up += partial[v][r + 2][l];
       const float scale = sum_sq ? norm(token) : 1.f;
-      const float gate = to_float(from_float<T>(reduced(r, l) * scale));
-      const float up = to_float(from_float<T>(reduced(r + 2, l) * scale));
+      gate = to_float(from_float<T>(gate * scale));
+      up = to_float(from_float<T>(up * scale));
       y[int64_t(token) * ldy + rows.row(i, g, 0)] = from_float<T>(silu_times(gate, up));
     }
-    return;
-  }
-  for (int idx = threadIdx.x; idx < MT * NT * 4 * 32; idx += blockDim.x) {
-    const int r = idx / 32, l = idx % 32;
-    float sum = reduced(r, l);
-    const int c = r % 4, j = (r / 4) % NT, i = r / (4 * NT);
-    const int64_t row = rows.row(i, l >> 2, c >= 2 ? 1 : 0);
-    const int token = 8 * j + 2 * (l & 3) + (c & 1);
-    if (sum_sq && token < n) sum *= norm(token);
-    if (row < rows.m && token < n) {
-      store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
+  } else {
+    for (int idx = threadIdx.x; idx < MT * NT * 4 * 32; idx += blockDim.x) {
+      const int r = idx / 32, l = idx % 32;
+      float sum = 0.f;
+      for (int v = 0; v < warps; ++v) sum += partial[v][r][l];
+      const int c = r % 4, j = (r / 4) % NT, i = r / (4 * NT);
+      const int64_t row = rows.row(i, l >> 2, c >= 2 ? 1 : 0);
+      const int token = 8 * j + 2 * (l & 3) + (c & 1);
+      if (sum_sq && token < n) sum *= norm(token);
+      if (row < rows.m && token < n) {
+        store_output(y + int64_t(token) * ldy + row, sum, bias, row, accumulate);
+      }
     }
   }
 }
@@ -131,7 +131,7 @@ __device__ __forceinline__ void reduce_tile_and_store(float (*partial)[MT * NT *
 // each line comes with the next step's, so without it each half line was its own DRAM request.
 // H200 (session 49): 0.90-0.98x the time at N = 1..16 on every Llama shape, the 7B dense engine
 // +6 % at batch 1 (a 256-byte prefetch, a warp's whole run of 4 steps, gained less).
-template <class T, int MT, int NT, bool RMS, bool PREFETCH>
+template <class T, int MT, int NT, bool RMS, bool PREFETCH, bool SWIGLU>
 __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
     gemv_kernel(const T* __restrict__ w, int64_t ldw, int64_t m, int64_t k,
                 const T* __restrict__ x, int64_t ldx, int n, T* __restrict__ y, int64_t ldy,
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(Config::max_warps(MT) * 32)
   __shared__ float sum_sq[RMS ? kWarps : 1][16];  // (warp, token), RMS only
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const TileRows rows{int64_t(blockIdx.x) * (swiglu_half > 0 ? 8 : 16) * MT, swiglu_half, m};
+  const TileRows<SWIGLU> rows{int64_t(blockIdx.x) * (SWIGLU ? 8 : 16) * MT, swiglu_half, m};
   const int64_t chunks = ldw / 8;  // 16-byte chunks per (padded) row
   const int64_t steps = (chunks + 3) / 4;
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -252,32 +252,45 @@ constexpr size_t partial_bytes(int m_tiles, int warps) {
 }
 
 template <class T, int MT, int NT>
-using GemvKernel = decltype(&gemv_kernel<T, MT, NT, false, false>);
+using GemvKernel = decltype(&gemv_kernel<T, MT, NT, false, false, false>);
+
+// Which compiled kernel a launch runs, besides T and the tiles: the norm (input_rms), the L2
+// prefetch size (Variant::l2_prefetch) and the SwiGLU epilogue (output_swiglu).
+struct Instance {
+  bool rms, prefetch, swiglu;
+};
+
+template <class T, int MT, int NT, bool RMS, bool PREFETCH>
+GemvKernel<T, MT, NT> with_swiglu(bool swiglu) {
+  return swiglu ? gemv_kernel<T, MT, NT, RMS, PREFETCH, true>
+                : gemv_kernel<T, MT, NT, RMS, PREFETCH, false>;
+}
 
 template <class T, int MT, int NT>
-GemvKernel<T, MT, NT> instance(bool rms, bool prefetch) {
-  return prefetch ? (rms ? gemv_kernel<T, MT, NT, true, true> : gemv_kernel<T, MT, NT, false, true>)
-                  : (rms ? gemv_kernel<T, MT, NT, true, false>
-                         : gemv_kernel<T, MT, NT, false, false>);
+GemvKernel<T, MT, NT> instance(const Instance& k) {
+  return k.prefetch ? (k.rms ? with_swiglu<T, MT, NT, true, true>(k.swiglu)
+                             : with_swiglu<T, MT, NT, false, true>(k.swiglu))
+                    : (k.rms ? with_swiglu<T, MT, NT, true, false>(k.swiglu)
+                             : with_swiglu<T, MT, NT, false, false>(k.swiglu));
 }
 
 // Blocks of w = 1..max_warps(MT) warps resident per SM (the occupancy calculator's), once per
 // device and instance: plan() fits a grid into one wave with them.
 template <class T, int MT, int NT>
-Result<Residency> residency(bool rms, bool prefetch) {
+Result<Residency> residency(const Instance& k) {
   return measure_warp_residency<Config::kMaxWarpsTwoTiles>(
-      instance<T, MT, NT>(rms, prefetch), partial_bytes(MT, 1), Config::max_warps(MT));
+      instance<T, MT, NT>(k), partial_bytes(MT, 1), Config::max_warps(MT));
 }
 
 template <class T, int MT, int NT>
-cudaError_t launch_instance(bool rms, bool prefetch, bool dependent, dim3 grid, dim3 block,
+cudaError_t launch_instance(const Instance& k, bool dependent, dim3 grid, dim3 block,
                             Stream stream, const dense::Matrix& dm, const T* w, const T* x,
                             int64_t ldx, int n, T* y, int64_t ldy, const T* bias, bool accumulate,
-                            bool x_vec, float rms_eps, int64_t swiglu_half) {
-  return launch_kernel(dependent, instance<T, MT, NT>(rms, prefetch), grid, block,
+                            bool x_vec, float rms_eps) {
+  const int64_t half = k.swiglu ? dm.shape.rows / 2 : 0;
+  return launch_kernel(dependent, instance<T, MT, NT>(k), grid, block,
                        partial_bytes(MT, int(block.x / 32)), stream, w, dm.ld, dm.shape.rows,
-                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps,
-                       swiglu_half);
+                       dm.shape.cols, x, ldx, n, y, ldy, bias, accumulate, x_vec, rms_eps, half);
 }
 
 template <class T>
@@ -296,16 +309,16 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     T* yp = y + t0 * p.y.ld;
     // The one runtime-N -> template choice: (MT, NT) = (1, 1) up to 8 tokens, (2, 2) up to 16.
     const int mt = nt <= 8 ? 1 : 2;
-    const bool rms = p.opt.input_rms;
+    const Instance k{p.opt.input_rms, v.l2_prefetch, p.opt.output_swiglu};
     // The grid in one wave where a block of >= kMinWarpsOneWave warps allows it (plan). One tile:
     // the 7B's qkv (12288 rows, 4 warps) and gate_up (22016 rows, 2 warps) change; the dense 7B
     // engine +3.9 % at batch 1, +2.8 / +3.5 % at batch 4 / 8 (session 51, c4).
     Residency res{};
     const bool one_wave = mt > 1 || v.one_tile_one_wave;
     if (mt > 1) {
-      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 2, 2>(rms, v.l2_prefetch)));
+      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 2, 2>(k)));
     } else if (one_wave) {
-      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 1, 1>(rms, v.l2_prefetch)));
+      SPARROW_ASSIGN_OR_RETURN(res, (residency<T, 1, 1>(k)));
     }
     const LaunchPlan lp = plan(dm.shape.rows, dm.ld, sm_count, mt,
                                mt > 1 ? v.two_tile_warps : v.one_tile_warps,
@@ -313,15 +326,13 @@ Status launch(const dense::Matrix& dm, const Problem& p, int sm_count, const Var
     const dim3 grid(unsigned(lp.blocks)), block(unsigned(lp.warps * 32));
     // Only the first pass may start before the previous kernel ends: a later pass follows this one.
     const bool dependent = p.opt.dependent_launch && t0 == 0;
-    const bool pf = v.l2_prefetch;
-    const int64_t half = p.opt.output_swiglu ? dm.shape.rows / 2 : 0;
     const cudaError_t err =
-        mt == 1 ? launch_instance<T, 1, 1>(rms, pf, dependent, grid, block, stream, dm, w, xp,
-                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
-                                           p.opt.rms_eps, half)
-                : launch_instance<T, 2, 2>(rms, pf, dependent, grid, block, stream, dm, w, xp,
-                                           p.x.ld, nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
-                                           p.opt.rms_eps, half);
+        mt == 1 ? launch_instance<T, 1, 1>(k, dependent, grid, block, stream, dm, w, xp, p.x.ld,
+                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps)
+                : launch_instance<T, 2, 2>(k, dependent, grid, block, stream, dm, w, xp, p.x.ld,
+                                           nt, yp, p.y.ld, bias, p.opt.accumulate, x_vec,
+                                           p.opt.rms_eps);
     SPARROW_CUDA_RETURN_IF_ERROR(err);
   }
   return Status::success();
