@@ -109,24 +109,20 @@ constexpr EngineModelCells kModels[] = {
     },
     // Llama-2-7B on the H200, the same command as above with -b 1,2,4,8, each run against the dense
     // model of its own process. Batch 1 is session 47
-    // (bench/results/2026-11-28-h200-s47-logs.tar.xz): every layer tca_bme and every layer macko are call c2's engine-cells.sh runs
-    // (c2/cells/*.log); qkv / gate_up macko with o tca_bme (the H200 rule table's per-matmul picks
-    // there) is c2's engine stage (c2/gt/extra.log, `--format fastest`). Its ratios stay one
-    // session's: dense.gemv has been ~6 % faster since session 49, which the sparse models did
-    // not gain, so mixing in later runs would compare unlike baselines. Batch 2 to 8 are session
-    // 50 (bench/results/2026-11-29-h200-s50-logs.tar.xz), after dense.gemv's L2 prefetch and with
-    // every launch naming its shared-memory carveout (before that, the dense matmuls after
-    // tca_bme.decode ran on a small L1, e.g. the per-matmul picks at batch 4 / 50 %, dense with
-    // tca_bme on down_proj, at 0.768x dense): every layer macko at batch 2 and 8 is call c1
-    // (c1/cells/1.log), every layer tca_bme at batch 2 c1 (c1/cells/2.log) and at batch 4 / 8 c3
-    // (c3/cells/1.log), qkv / gate_up macko with o / down tca_bme c3 (c3/cells/2.log), macko at
-    // batch 2 / 70 % and batch 4 / 90 % c3's engine stage (c3/gt/extra.log, where they were the
-    // picks). Every layer macko at batch 4 / 50 % and 70 % and batch 8 / 70 % and tca_bme at batch
-    // 2 / 70 % are session 47's c2 (below 1.03x dense there; dense is faster now). At batch 8
-    // nothing beat dense (best: the mix at 90 %, 0.977x), nor at batch 2 / 50 % (macko 0.972x),
-    // nor at batch 4 / 50 % (tca_bme 0.899x). Batch 32 has no cell: the H200 table's per-matmul
-    // picks are dense.
-    {"NVIDIA H200", 12288, 4096, 11008, "H200, Llama-2-7B engine runs of sessions 47 and 50",
+    // (bench/results/2026-11-28-h200-s47-logs.tar.xz): every layer tca_bme and every layer macko
+    // are call c2's engine-cells.sh runs (c2/cells/*.log); qkv / gate_up macko with o tca_bme (the
+    // H200 rule table's per-matmul picks there) is c2's engine stage (c2/gt/extra.log, `--format
+    // fastest`). Its ratios stay one session's: dense has been ~10 % faster since (dense.gemv's L2
+    // prefetch, one-wave plans, the SwiGLU in its epilogue), which the sparse models gained less
+    // of, so mixing in later runs would compare unlike baselines. Batch 2 and 4 are session 52's
+    // c5 (bench/results/2026-11-29-h200-s52-logs.tar.xz, c5/cells/*.log: every layer macko, every
+    // layer tca_bme, qkv / gate_up macko with o / down tca_bme), after the dense model's SwiGLU
+    // moved into dense.gemv's epilogue (dense +2.0 % at batch 4). Batch 8 is session 50
+    // (bench/results/2026-11-29-h200-s50-logs.tar.xz): every layer macko c1 (c1/cells/1.log),
+    // every layer tca_bme and the mix c3 (c3/cells/{1,2}.log); nothing beat dense there (best: the
+    // mix at 90 %, 0.977x), nor at batch 2 / 50 % (the mix 0.980x) or batch 4 / 50 % (tca_bme
+    // 0.886x). Batch 32 has no cell: the H200 table's per-matmul picks are dense.
+    {"NVIDIA H200", 12288, 4096, 11008, "H200, Llama-2-7B engine runs of sessions 47, 50 and 52",
      {{{0.5, 1,
         {{{kMacko, 309.06 / 250.37, 8.12},
           {kTca, 278.08 / 249.34, 7.30},
@@ -136,21 +132,30 @@ constexpr EngineModelCells kModels[] = {
           {kTca, 304.06 / 249.34, 4.89},
           {kMackoTcaO, 422.50 / 250.72, 5.11}}}},
        {0.9, 1, {{{kMacko, 576.07 / 250.37, 2.45}, {kTca, 330.03 / 249.34, 2.48}}}},
-       {0.5, 2, {{{kMacko, 515.78 / 530.83, 8.12}, {kTca, 478.52 / 530.70, 7.30}}}},
-       {0.7, 2, {{{kMacko, 646.93 / 533.39, 5.14}, {kTca, 520.21 / 493.45, 4.89}}}},
-       {0.9, 2, {{{kMacko, 860.77 / 530.83, 2.45}, {kTca, 555.74 / 530.70, 2.48}}}},
+       {0.5, 2,
+        {{{kMacko, 518.46 / 554.93, 8.12},
+          {kTca, 482.47 / 553.78, 7.30},
+          {kMackoTcaOD, 545.00 / 556.35, 7.83}}}},
+       {0.7, 2,
+        {{{kMacko, 652.28 / 554.93, 5.14},
+          {kTca, 523.60 / 553.78, 4.89},
+          {kMackoTcaOD, 684.98 / 556.35, 5.04}}}},
+       {0.9, 2,
+        {{{kMacko, 872.19 / 554.93, 2.45},
+          {kTca, 561.16 / 553.78, 2.48},
+          {kMackoTcaOD, 846.27 / 556.35, 2.45}}}},
        {0.5, 4,
-        {{{kMacko, 783.43 / 983.08, 8.12},
-          {kTca, 947.93 / 1054.18, 7.30},
-          {kMackoTcaOD, 868.45 / 1048.96, 7.83}}}},
+        {{{kMacko, 783.82 / 1065.74, 8.12},
+          {kTca, 948.33 / 1069.76, 7.30},
+          {kMackoTcaOD, 863.30 / 1071.56, 7.83}}}},
        {0.7, 4,
-        {{{kMacko, 1006.95 / 983.08, 5.14},
-          {kTca, 992.31 / 1054.18, 4.89},
-          {kMackoTcaOD, 1088.93 / 1048.96, 5.04}}}},
+        {{{kMacko, 1009.21 / 1065.74, 5.14},
+          {kTca, 991.87 / 1069.76, 4.89},
+          {kMackoTcaOD, 1096.60 / 1071.56, 5.04}}}},
        {0.9, 4,
-        {{{kMacko, 1422.52 / 1051.14, 2.45},
-          {kTca, 1024.66 / 1054.18, 2.48},
-          {kMackoTcaOD, 1402.77 / 1048.96, 2.45}}}},
+        {{{kMacko, 1430.68 / 1065.74, 2.45},
+          {kTca, 1035.67 / 1069.76, 2.48},
+          {kMackoTcaOD, 1416.84 / 1071.56, 2.45}}}},
        {0.5, 8, {{{kMacko, 1063.87 / 2043.77, 8.12}, {kTca, 1761.70 / 2047.46, 7.30}}}},
        {0.7, 8,
         {{{kMacko, 1426.36 / 1920.57, 5.14},

@@ -75,7 +75,7 @@ TEST(ShippedTables, TheVariableChoosesTheTableAndTheReasonsNameIt) {
 // Another table answers while a test forces it: its cells, its name in the reasons, and its own
 // engine cells (engine_layer.cpp), never the other GPU's: on the H200 a 7B layer at batch 1 and
 // 50 % takes the assignment its engine runs measured fastest (macko, tca_bme on o_proj), at batch
-// 8 / 50 % dense (no assignment beat dense there, where the H100's cells pick tca_bme), and at
+// 2 / 70 % the mix session 52 measured fastest, at batch 4 and 8 / 50 % dense (no assignment beat dense there, where the H100's cells pick tca_bme), and at
 // batch 32, which no H200 cell covers, the H200 table's per-matmul picks. The H100's table answers
 // again afterwards.
 TEST(ShippedTables, EngineCellsAnswerOnlyOnTheirGpu) {
@@ -94,6 +94,15 @@ TEST(ShippedTables, EngineCellsAnswerOnlyOnTheirGpu) {
       EXPECT_EQ(b8[i].format, Format::dense) << b8[i].reason;
       EXPECT_NE(b8[i].reason.find("(H200"), std::string::npos) << b8[i].reason;
       EXPECT_EQ(b1[i].format, want_b1[i]) << b1[i].reason;
+    }
+    // Batch 2 / 70 % (session 52): qkv / gate_up macko with o / down tca_bme (1.231x dense) over
+    // every layer macko (1.175x); batch 4 / 50 %: dense (tca_bme 0.886x at best).
+    const auto b2 = pick_engine_layer(test::llama2_7b_layer(0.3), 2);  // density 0.3
+    const auto b4 = pick_engine_layer(layer, 4);
+    const Format want_b2[4] = {Format::macko, Format::tca_bme, Format::macko, Format::tca_bme};
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(b2[i].format, want_b2[i]) << b2[i].reason;
+      EXPECT_EQ(b4[i].format, Format::dense) << b4[i].reason;
     }
     const auto b32 = pick_engine_layer(layer, 32);
     for (size_t i = 0; i < 4; ++i) {
