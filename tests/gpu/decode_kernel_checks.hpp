@@ -288,6 +288,23 @@ inline void check_rejects_bad_arguments(const char* name, Format f, DType t) {
   EXPECT_TRUE(still_poisoned(y)) << name << " wrote Y although every call was rejected";
 }
 
+// Kernel k on w at N = n with `opt` (an option it does not take) into a poisoned Y of n x y_cols:
+// the call returns unsupported and Y stays unwritten.
+inline void expect_unsupported_unwritten(const kernels::KernelInfo& k, const Weight& w, int n,
+                                         int64_t y_cols, MatmulOptions opt, uint64_t seed,
+                                         const std::string& what) {
+  const Shape& s = shape_of(w);
+  auto dw = to_device(w);
+  ASSERT_TRUE(dw.ok());
+  DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(s.dtype, n, s.cols, seed));
+  DeviceMatrix y = DeviceMatrix::alloc(s.dtype, n, y_cols);
+  y.poison();
+  give_workspace(k, w, opt);
+  const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
+  EXPECT_EQ(st.code(), Code::unsupported) << what << ": " << st.to_string();
+  EXPECT_TRUE(still_poisoned(y)) << what << " wrote Y";
+}
+
 // MatmulOptions::input_rms (the RMSNorm folded into the matmul): where the kernel takes it
 // (kernels::takes_input_rms), every N and shape against the reference with the norm, plain, with
 // bias and accumulating; where it does not, the call returns unsupported and Y stays poisoned.
@@ -320,17 +337,9 @@ inline void check_input_rms(const char* name, Format f, DType t) {
             << what << " bias+accumulate N=" << n;
         continue;
       }
-      auto dw = to_device(w);
-      ASSERT_TRUE(dw.ok());
-      DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, n, c.k, seed));
-      DeviceMatrix y = DeviceMatrix::alloc(t, n, c.m);
-      y.poison();
       MatmulOptions opt;
       opt.input_rms = true;
-      give_workspace(k, w, opt);
-      const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
-      EXPECT_EQ(st.code(), Code::unsupported) << what << " N=" << n << ": " << st.to_string();
-      EXPECT_TRUE(still_poisoned(y)) << what << " N=" << n << " wrote Y";
+      expect_unsupported_unwritten(k, w, n, c.m, opt, seed, what + " N=" + std::to_string(n));
     }
     seed += 100;
   }
@@ -429,17 +438,9 @@ inline void check_output_swiglu(const char* name, Format f, DType t) {
         }
         continue;
       }
-      auto dw = to_device(w);
-      ASSERT_TRUE(dw.ok());
-      DeviceMatrix x = DeviceMatrix::upload(patterns::dense_random(t, n, c.k, seed));
-      DeviceMatrix y = DeviceMatrix::alloc(t, n, c.m / 2);
-      y.poison();
       MatmulOptions opt;
       opt.output_swiglu = true;
-      give_workspace(k, w, opt);
-      const Status st = k.run(kernels::Problem{dw.value(), x.view, y.view, opt}, nullptr);
-      EXPECT_EQ(st.code(), Code::unsupported) << what << " N=" << n << ": " << st.to_string();
-      EXPECT_TRUE(still_poisoned(y)) << what << " N=" << n << " wrote Y";
+      expect_unsupported_unwritten(k, w, n, c.m / 2, opt, seed, what + " N=" + std::to_string(n));
     }
     seed += 100;
   }
