@@ -72,7 +72,9 @@ bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n) {
 }
 
 bool takes_output_swiglu(const KernelInfo& k, const Weight& w, int64_t n) {
-  return k.output_swiglu != nullptr && k.output_swiglu(w, n);
+  // A stacked [gate; up] weight has an even row count whatever the kernel (check_problem refuses
+  // any other); the kernel's hook says where else it takes it.
+  return k.output_swiglu != nullptr && shape_of(w).rows % 2 == 0 && k.output_swiglu(w, n);
 }
 
 WorkspaceNeed workspace_need(const KernelInfo& k, const Weight& w) {

@@ -49,7 +49,7 @@ inline bool available_here(const KernelInfo& k) { return k.available == nullptr 
 
 // Whether kernel k takes MatmulOptions::input_rms for w at N = n.
 bool takes_input_rms(const KernelInfo& k, const Weight& w, int64_t n);
-// Whether kernel k takes MatmulOptions::output_swiglu for w at N = n.
+// Whether kernel k takes MatmulOptions::output_swiglu for w at N = n (never for an odd row count).
 bool takes_output_swiglu(const KernelInfo& k, const Weight& w, int64_t n);
 
 // What the kernel needs for this weight ({0, 0} for kernels without a workspace).

@@ -64,8 +64,8 @@ Status run_with(const Problem& p, Stream stream, const Variant& v);
 // dense.gemv takes MatmulOptions::input_rms at every N: each block reads all of X for its dot
 // products and sums the squares of what it reads on the way.
 bool takes_input_rms(const Weight& w, int64_t n);
-// And MatmulOptions::output_swiglu at every N for a weight of 2F rows: the tiles pair gate row o
-// with up row F + o instead of reading 16 neighbouring rows.
+// And MatmulOptions::output_swiglu at every N (of a weight of 2F rows: kernels::takes_output_swiglu
+// checks the count): the tiles pair gate row o with up row F + o instead of 16 neighbouring rows.
 bool takes_output_swiglu(const Weight& w, int64_t n);
 
 }  // namespace sparrow::kernels::dense_gemv
