@@ -328,6 +328,19 @@ Status check_forward_args(const Backend& b, const int32_t* tokens, int batch, in
   return {};
 }
 
+Status check_decode_args(const Backend& b, const int32_t* first, int batch, int64_t steps) {
+  if (steps < 0) return invalid_argument("decode steps must be >= 0 (got " +
+                                         std::to_string(steps) + ")");
+  if (steps == 0) return {};
+  SPARROW_RETURN_IF_ERROR(check_forward_args(b, first, batch, 1));
+  if (b.position() + steps > b.context()) {
+    return invalid_argument(std::to_string(b.position()) + " cached + " + std::to_string(steps) +
+                            " decode steps exceed the context of " + std::to_string(b.context()) +
+                            " tokens");
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Backend>> make_cpu_backend(std::shared_ptr<const Model> model,
                                                   const BackendOptions& opt) {
   return make_observed_cpu_backend(std::move(model), opt, nullptr);

@@ -23,6 +23,18 @@ Status Backend::forward_greedy(const int32_t* tokens, int batch, int64_t count,
   return {};
 }
 
+Status Backend::decode_greedy(const int32_t* first, int batch, int64_t steps,
+                              const StepFn& on_step) {
+  SPARROW_RETURN_IF_ERROR(check_decode_args(*this, first, batch, steps));
+  std::vector<int32_t> fed(first, first + batch), next;
+  for (int64_t i = 0; i < steps; ++i) {
+    SPARROW_RETURN_IF_ERROR(forward_greedy(fed.data(), batch, 1, next));
+    if (!on_step(next.data())) break;
+    fed = next;
+  }
+  return {};
+}
+
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
                             const SamplingParams& sampling, bool stop_at_eos) {
   SPARROW_RETURN_IF_ERROR(sampling.check());
@@ -65,7 +77,7 @@ Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>&
   const bool greedy = sampling.temperature == 0.0f;
   // Runs tokens through the model and picks each sequence's next token.
   auto step = [&](const int32_t* tokens, int64_t count) -> Status {
-    if (greedy) return b.forward_greedy(tokens, batch, count, next);
+    if (greedy) return b.forward_greedy(tokens, batch, count, next);  // the prompt
     SPARROW_RETURN_IF_ERROR(b.forward(tokens, batch, count, false, logits));
     for (int s = 0; s < batch; ++s)
       next[size_t(s)] = samplers[size_t(s)].next(&logits[size_t(s * V)], V);
@@ -81,22 +93,31 @@ Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>&
   };
   g.stopped_at_eos.assign(size_t(batch), false);
   int running = batch;
-  t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n && running > 0; ++i) {
+  // Records one step's picks; false once no sequence runs or n tokens are out.
+  auto take = [&](const int32_t* picks) {
     for (int s = 0; s < batch; ++s) {
       if (g.stopped_at_eos[size_t(s)]) continue;
-      g.tokens[size_t(s)].push_back(next[size_t(s)]);
-      if (is_eos(next[size_t(s)])) {
+      g.tokens[size_t(s)].push_back(picks[s]);
+      if (is_eos(picks[s])) {
         g.stopped_at_eos[size_t(s)] = true;
         --running;
       }
     }
     ++g.steps;
-    if (i + 1 == n || running == 0) break;
-    // Stopped sequences are fed their last pick too: rows are independent, so this does not
-    // change the others, and the batch keeps one shape (and one captured graph on the GPU).
-    std::vector<int32_t> fed = next;
-    SPARROW_RETURN_IF_ERROR(step(fed.data(), 1));
+    return g.steps < n && running > 0;
+  };
+  t0 = std::chrono::steady_clock::now();
+  // Stopped sequences are fed their last pick too: rows are independent, so this does not
+  // change the others, and the batch keeps one shape (and one captured graph on the GPU).
+  if (n > 0 && take(next.data())) {
+    if (greedy) {  // the backend feeds each step's picks to the next itself
+      SPARROW_RETURN_IF_ERROR(b.decode_greedy(next.data(), batch, n - 1, take));
+    } else {
+      do {
+        std::vector<int32_t> fed = next;
+        SPARROW_RETURN_IF_ERROR(step(fed.data(), 1));
+      } while (take(next.data()));
+    }
   }
   g.decode_seconds = seconds_since(t0);
   return g;

@@ -138,6 +138,11 @@ bool swiglu_in_matmul_requested() {
   return kernels::env_knob("SPARROW_ENGINE_SWIGLU_IN_MATMUL", 1) != 0;
 }
 
+// decode_greedy enqueues each step before the host reads the previous one's picks, unless
+// SPARROW_ENGINE_PIPELINE=0 (experiment knob for A/B runs: then it loops over forward_greedy,
+// a host round trip per step; read when a backend is made).
+bool pipeline_requested() { return kernels::env_knob("SPARROW_ENGINE_PIPELINE", 1) != 0; }
+
 // Whether the norm before weights of this format is folded into them (scale_columns).
 bool foldable(Format f) { return fold_norm_requested() && can_scale_columns(f); }
 
@@ -193,6 +198,9 @@ class GpuBackend final : public Backend {
       std::fputs(st.report("batch " + std::to_string(b)).c_str(), stderr);
     for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
     if (pinned_) cudaFreeHost(pinned_);
+    if (history_) cudaFreeHost(history_);
+    for (cudaEvent_t e : step_done_)
+      if (e) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -420,6 +428,8 @@ class GpuBackend final : public Backend {
     SPARROW_ASSIGN_OR_RETURN(tokens_, DeviceArray::alloc(size_t(rows_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(next_, DeviceArray::alloc(size_t(max_batch_) * sizeof(int32_t)));
     SPARROW_ASSIGN_OR_RETURN(pos_, DeviceArray::alloc(sizeof(int32_t)));
+    SPARROW_ASSIGN_OR_RETURN(arrived_, DeviceArray::alloc(sizeof(uint32_t)));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemset(arrived_.get(), 0, sizeof(uint32_t)));
     if (fused_mlp_requested()) {  // macko.swiglu_mlp's grid barrier: zeroed once, kept
       SPARROW_ASSIGN_OR_RETURN(mlp_barrier_,
                                DeviceArray::alloc(kernels::macko_swiglu_mlp::kBarrierWords * 4));
@@ -433,6 +443,14 @@ class GpuBackend final : public Backend {
     // Pinned staging: position, then tokens.
     SPARROW_CUDA_RETURN_IF_ERROR(
         cudaMallocHost(&pinned_, sizeof(int32_t) * size_t(rows_ + 1 + max_batch_)));
+    // The decode steps' picks, written by the device into host memory (GreedyFeed::history).
+    SPARROW_CUDA_RETURN_IF_ERROR(
+        cudaHostAlloc(reinterpret_cast<void**>(&history_),
+                      sizeof(int32_t) * size_t(kHistoryRows * max_batch_), cudaHostAllocMapped));
+    SPARROW_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(
+        reinterpret_cast<void**>(&history_device_), history_, 0));
+    for (cudaEvent_t& e : step_done_)
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     note_memory();
     return {};
@@ -501,10 +519,51 @@ class GpuBackend final : public Backend {
     SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     std::memcpy(next.data(), out, size_t(batch) * sizeof(int32_t));
     if (count == 1 && stamp_capacity_ > 0) SPARROW_RETURN_IF_ERROR(record_stamps(batch));
-    // The device argmax finds no largest logit when all are NaN and returns an id past the
-    // vocabulary: say what happened instead of handing that id to the next step.
+    return check_picks(next.data(), batch);
+  }
+
+  Status decode_greedy(const int32_t* first, int batch, int64_t steps,
+                       const StepFn& on_step) override {
+    SPARROW_RETURN_IF_ERROR(check_decode_args(*this, first, batch, steps));
+    // Stamps are read after each step: the base class's loop of forward_greedy.
+    if (steps == 0 || !pipeline_ || stamp_capacity_ > 0)
+      return Backend::decode_greedy(first, batch, steps, on_step);
+    SPARROW_RETURN_IF_ERROR(stage(first, batch, 1, 0, 1));
+    // Each step's argmax feeds the next on the device (gpu::GreedyFeed): step i + 1 is enqueued
+    // before the host waits for step i, so the host's wait, its reading of the picks and the
+    // next launch overlap the GPU's work instead of leaving it idle between steps.
+    const int64_t start = position_;
+    int64_t issued = 0;
+    auto issue = [&]() -> Status {
+      SPARROW_RETURN_IF_ERROR(replay_decode(batch));
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_done_[issued % 2], stream_));
+      ++issued;
+      return {};
+    };
+    Status s = issue();
+    for (int64_t i = 0; s.ok() && i < steps; ++i) {
+      if (issued < steps) s = issue();
+      if (!s.ok()) break;
+      s = cuda_status(cudaEventSynchronize(step_done_[i % 2]), "decode step");
+      if (!s.ok()) break;
+      position_ = start + i + 1;
+      const int32_t* picks = history_ + ((start + i) % kHistoryRows) * max_batch_;
+      s = check_picks(picks, batch);
+      if (!s.ok() || !on_step(picks)) break;
+    }
+    // A step enqueued past the last one seen is discarded: it wrote the cache row at position_,
+    // which the next step writes again.
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    SPARROW_RETURN_IF_ERROR(s);
+    return cuda_status(e, "decode steps");
+  }
+
+ private:
+  // The device argmax finds no largest logit when all are NaN and returns an id past the
+  // vocabulary: say what happened instead of handing that id to the next step.
+  Status check_picks(const int32_t* picks, int batch) const {
     for (int b = 0; b < batch; ++b) {
-      if (next[size_t(b)] < 0 || next[size_t(b)] >= model_->config.vocab) {
+      if (picks[b] < 0 || picks[b] >= model_->config.vocab) {
         return corrupt_data("sequence " + std::to_string(b) + ": every logit at position " +
                             std::to_string(position_ - 1) +
                             " is NaN, so there is no greedy token (the model's weights hold "
@@ -514,7 +573,6 @@ class GpuBackend final : public Backend {
     return {};
   }
 
- private:
   // Copies the position and this chunk's tokens (row b * c + i = tokens[b * count + done + i])
   // to the device, through pinned memory.
   Status stage(const int32_t* tokens, int batch, int64_t count, int64_t done, int64_t c) {
@@ -793,8 +851,11 @@ class GpuBackend final : public Backend {
                                          head_in.options(with_scratch())));
     SPARROW_RETURN_IF_ERROR(mark("lm_head"));
     if (greedy) {
-      SPARROW_RETURN_IF_ERROR(
-          gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows, cfg.vocab, dt_, stream_));
+      // A decode step also feeds its picks to the next one (decode_greedy).
+      const gpu::GreedyFeed feed{tokens_.get<int32_t>(), pos_.get<int32_t>(), history_device_,
+                                 kHistoryRows, max_batch_, arrived_.get<uint32_t>()};
+      SPARROW_RETURN_IF_ERROR(gpu::argmax(logits_.get(), next_.get<int32_t>(), out_rows,
+                                          cfg.vocab, dt_, stream_, decode ? &feed : nullptr));
       SPARROW_RETURN_IF_ERROR(mark("argmax"));
     }
     stamping_ = nullptr;
@@ -849,6 +910,14 @@ class GpuBackend final : public Backend {
   LoadReport load_;
   cudaStream_t stream_ = nullptr;
   void* pinned_ = nullptr;
+  // decode_greedy: the picks of the last kHistoryRows steps (position % kHistoryRows, max_batch),
+  // host memory the device writes (history_device_ is its device address); two steps in flight.
+  static constexpr int64_t kHistoryRows = 4;
+  int32_t* history_ = nullptr;
+  int32_t* history_device_ = nullptr;
+  DeviceArray arrived_;  // GreedyFeed::arrived
+  cudaEvent_t step_done_[2] = {nullptr, nullptr};
+  const bool pipeline_ = pipeline_requested();
   std::vector<DeviceLayer> layers_;
   Weight lm_head_;
   DeviceArray embed_, final_norm_, inv_freq_;

@@ -214,9 +214,11 @@ __global__ void gather_last_kernel(const T* src, T* dst, int64_t count, int64_t 
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) dst[b * cols + i] = s[i];
 }
 
-// One block per row; (value, index) reduction with the lowest index winning ties.
+// One block per row; (value, index) reduction with the lowest index winning ties. With a feed
+// (GreedyFeed), the pick also feeds the next step, and the last block to finish advances the
+// position every block read first.
 template <class T>
-__global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
+__global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab, GreedyFeed feed) {
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
   __shared__ float best_v[32];
   __shared__ int32_t best_i[32];
@@ -250,6 +252,18 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab) {
         idx = best_i[w];
       }
     out[blockIdx.x] = idx;
+    if (feed.pos) {
+      const int32_t pos = *feed.pos;
+      feed.tokens[blockIdx.x] = idx >= 0 && idx < vocab ? idx : 0;
+      feed.history[(pos % feed.history_rows) * feed.history_ld + blockIdx.x] = idx;
+      // Every block has read pos once the counter reaches the grid: the last one advances it and
+      // leaves the counter at zero for the next launch.
+      __threadfence();
+      if (atomicAdd(feed.arrived, 1u) == gridDim.x - 1) {
+        *feed.pos = pos + 1;
+        *feed.arrived = 0;
+      }
+    }
   }
 }
 
@@ -822,12 +836,18 @@ Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream
 }
 
 Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,
-              Stream stream) {
+              Stream stream, const GreedyFeed* feed) {
+  if (feed && (!feed->tokens || !feed->pos || !feed->history || !feed->arrived ||
+               feed->history_rows < 1 || feed->history_ld < rows)) {
+    return invalid_argument("argmax: a greedy feed needs tokens, pos, arrived and a history of at "
+                            "least one row of the batch's width");
+  }
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     return cuda_status(
         launch_kernel(kDependent, argmax_kernel<T>, dim3(unsigned(rows)), dim3(kRowThreads), 0,
-                      stream, static_cast<const T*>(logits), out, vocab),
+                      stream, static_cast<const T*>(logits), out, vocab,
+                      feed ? *feed : GreedyFeed{}),
         "argmax launch");
   });
 }

@@ -105,8 +105,25 @@ struct ReadPlan {
 };
 Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream);
 
-// out[r] = index of the largest logits[r, :] (lowest index among equal ones).
+// What a greedy decode step hands the next one on the device, so steps can be enqueued without
+// the host in between (the engine's decode_greedy): row r's pick becomes the next step's token
+// tokens[r] (an id outside the vocabulary, which argmax returns when every logit is NaN, is fed
+// as 0 so the next step reads a valid embedding; the host sees the bad id and stops), the picks
+// also go to history[(pos % history_rows) * history_ld + r] (host-mapped memory the host reads
+// once the step's event has fired), and *pos (RowLayout::pos0) advances by one after every row
+// has read it (`arrived`: a device word, zero between launches, counts the rows done).
+struct GreedyFeed {
+  int32_t* tokens = nullptr;
+  int32_t* pos = nullptr;
+  int32_t* history = nullptr;
+  int64_t history_rows = 0;
+  int64_t history_ld = 0;
+  uint32_t* arrived = nullptr;
+};
+
+// out[r] = index of the largest logits[r, :] (lowest index among equal ones); with `feed`, also
+// what GreedyFeed says (one row per sequence: a decode step).
 Status argmax(const void* logits, int32_t* out, int64_t rows, int64_t vocab, DType t,
-              Stream stream);
+              Stream stream, const GreedyFeed* feed = nullptr);
 
 }  // namespace sparrow::engine::gpu

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "decode_greedy_check.hpp"
 #include "engine_test_util.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/generate.hpp"
@@ -172,6 +173,18 @@ TEST(EngineCpu, BatchRowsAreIndependent) {
   auto one = engine::make_cpu_backend(model).value();
   EXPECT_EQ(engine::generate(*one, {{7, 8, 9}}, 6, {}).value().tokens[0], g.tokens[1]);
   EXPECT_EQ(engine::generate(*one, {{4, 5, 6}}, 6, {}).value().tokens[0], g.tokens[0]);
+}
+
+// Backend::decode_greedy (the base class's loop on the CPU backend): the picks of forward_greedy
+// steps, stops, the position, branches after a stop and bad arguments (decode_greedy_check.hpp).
+TEST(EngineCpu, DecodeGreedyIsTheLoopOfSteps) {
+  auto model = make_model(test::tiny_config(), 7);
+  engine::BackendOptions opt;
+  opt.max_batch = 2;
+  auto b = engine::make_cpu_backend(model, opt).value();
+  auto ref = engine::make_cpu_backend(model, opt).value();
+  test::expect_decode_greedy_matches_loop(*b, *ref, {4, 5, 6, 7, 8, 9}, 2, 10, 4);
+  test::expect_decode_greedy_matches_loop(*b, *ref, {4, 5, 6}, 1, 6, 1);
 }
 
 TEST(EngineSampling, GreedyTopKAndSeeds) {

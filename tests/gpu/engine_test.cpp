@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "cpu/decode_greedy_check.hpp"
 #include "cpu/engine_test_util.hpp"
 #include "sparrow/engine/backend.hpp"
 #include "sparrow/engine/generate.hpp"
@@ -388,6 +389,32 @@ TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
   expect_logits_close(std::make_shared<engine::Model>(std::move(m).value()), tokens, 3e-2, 64);
 }
 
+// decode_greedy enqueues a step before the host has read the previous one's picks; each step's
+// argmax feeds the next on the device (gpu::GreedyFeed). The same picks as a loop of
+// forward_greedy calls on another backend (each staged from the host), stops after any step,
+// branches after a stop (a discarded step past it leaves nothing behind), batches (the argmax
+// blocks meet on the position counter).
+TEST(GpuEngine, DecodeGreedyIsTheLoopOfSteps) {
+  {
+    engine::LlamaConfig c = test::tiny_config();
+    auto m = std::make_shared<engine::Model>(
+        engine::build_model(c, test::random_source(c, 13)).value());
+    engine::BackendOptions opt;
+    opt.max_batch = 3;
+    auto b = engine::make_gpu_backend(m, opt);
+    auto ref = engine::make_gpu_backend(m, opt);
+    ASSERT_TRUE(b.ok() && ref.ok()) << b.status().to_string();
+    test::expect_decode_greedy_matches_loop(*b.value(), *ref.value(), {1, 2, 3, 4, 5, 6}, 3, 20,
+                                            5);
+    test::expect_decode_greedy_matches_loop(*b.value(), *ref.value(), {9, 8}, 1, 12, 1);
+  }
+  NEED_TINYLLAMA();
+  auto b = engine::make_gpu_backend(model);
+  auto ref = engine::make_gpu_backend(model);
+  ASSERT_TRUE(b.ok() && ref.ok()) << b.status().to_string();
+  test::expect_decode_greedy_matches_loop(*b.value(), *ref.value(), kPrompt, 1, 40, 7);
+}
+
 // A model whose logits are all NaN (here its final norm's gain) gets a clear error from a greedy
 // step, not an id past the vocabulary that the next step refuses.
 TEST(GpuEngine, NanLogitsAreAClearError) {
@@ -403,6 +430,17 @@ TEST(GpuEngine, NanLogitsAreAClearError) {
   const Status s = gpu.value()->forward_greedy(prompt.data(), 1, 3, next);
   EXPECT_EQ(s.code(), Code::corrupt_data) << s.to_string();
   EXPECT_NE(s.message().find("is NaN"), std::string::npos) << s.to_string();
+  // decode_greedy: the same error at its first step; the step enqueued behind it was fed a valid
+  // id (not the bad one), so it runs without a fault and the backend still works.
+  int steps_seen = 0;
+  const Status d = gpu.value()->decode_greedy(prompt.data(), 1, 5, [&](const int32_t*) {
+    return ++steps_seen > 0;
+  });
+  EXPECT_EQ(d.code(), Code::corrupt_data) << d.to_string();
+  EXPECT_EQ(steps_seen, 0);
+  EXPECT_EQ(gpu.value()->position(), 4);
+  std::vector<float> logits;
+  EXPECT_TRUE(gpu.value()->forward(prompt.data(), 1, 1, false, logits).ok());
 }
 
 TEST(GpuEngine, ModelTooLargeSaysHowMuchItNeeds) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,15 @@ class Backend {
   // does the argmax on the device and copies back only the ids.
   virtual Status forward_greedy(const int32_t* tokens, int batch, int64_t count,
                                 std::vector<int32_t>& next);
+  // Greedy decoding: up to `steps` decode steps, the first fed `first` (batch ids), each later
+  // one fed the picks of the step before, as forward_greedy(fed, batch, 1, picks) in a loop.
+  // `on_step(picks)` sees each step's picks (batch) in order; returning false stops there. The
+  // position counts exactly the steps on_step saw. The GPU backend enqueues a step before the
+  // host has read the previous one's picks, so the host's work between steps overlaps the GPU's;
+  // a step enqueued after the one that stopped is discarded.
+  using StepFn = std::function<bool(const int32_t* picks)>;
+  virtual Status decode_greedy(const int32_t* first, int batch, int64_t steps,
+                               const StepFn& on_step);
   virtual MemoryReport memory() const = 0;
   virtual LoadReport load_report() const { return {}; }
 };
@@ -72,6 +82,9 @@ Result<std::unique_ptr<Backend>> make_gpu_backend(std::shared_ptr<const Model> m
 
 // Checks that tokens are in [0, vocab) and that `count` more fit in the context.
 Status check_forward_args(const Backend& b, const int32_t* tokens, int batch, int64_t count);
+// Checks decode_greedy's arguments: steps >= 0 and, for any step, `first` as one token of each
+// sequence and `steps` more positions in the context.
+Status check_decode_args(const Backend& b, const int32_t* first, int batch, int64_t steps);
 
 }  // namespace sparrow::engine
 
