@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <future>
 #include <map>
 #include <optional>
@@ -144,12 +143,6 @@ bool swiglu_in_matmul_requested() {
 // a host round trip per step; read when a backend is made).
 bool pipeline_requested() { return kernels::env_knob("SPARROW_ENGINE_PIPELINE", 1) != 0; }
 
-// Decode steps per CUDA graph launch in decode_greedy: SPARROW_ENGINE_GRAPH_STEPS=S (1..max;
-// experiment knob, read when a backend is made).
-int64_t graph_steps_requested(int64_t max) {
-  return std::clamp<int64_t>(kernels::env_knob("SPARROW_ENGINE_GRAPH_STEPS", 1), 1, max);
-}
-
 // Whether the norm before weights of this format is folded into them (scale_columns).
 bool foldable(Format f) { return fold_norm_requested() && can_scale_columns(f); }
 
@@ -203,7 +196,7 @@ class GpuBackend final : public Backend {
   ~GpuBackend() override {
     for (const auto& [b, st] : stamps_by_batch_)
       std::fputs(st.report("batch " + std::to_string(b)).c_str(), stderr);
-    for (auto& [key, g] : graphs_) cudaGraphExecDestroy(g);
+    for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
     if (pinned_) cudaFreeHost(pinned_);
     if (history_) cudaFreeHost(history_);
     for (cudaEvent_t e : step_done_)
@@ -536,43 +529,30 @@ class GpuBackend final : public Backend {
     if (steps == 0 || !pipeline_ || stamp_capacity_ > 0)
       return Backend::decode_greedy(first, batch, steps, on_step);
     SPARROW_RETURN_IF_ERROR(stage(first, batch, 1, 0, 1));
-    // Each step's argmax feeds the next on the device (gpu::GreedyFeed), so launches of
-    // graph_steps_ steps (one graph; single steps for the rest) go out two at a time: the host
-    // waits for the first, reads its picks and enqueues the next launch while the second runs,
-    // instead of leaving the GPU idle between steps.
+    // Each step's argmax feeds the next on the device (gpu::GreedyFeed): step i + 1 is enqueued
+    // before the host waits for step i, so the host's wait, its reading of the picks and the
+    // next launch overlap the GPU's work instead of leaving it idle between steps.
     const int64_t start = position_;
-    struct Launch {
-      int64_t first, count;  // steps [first, first + count)
-      int event;
-    };
-    std::deque<Launch> in_flight;
     int64_t issued = 0;
-    int next_event = 0;
     auto issue = [&]() -> Status {
-      const int64_t k = steps - issued >= graph_steps_ ? graph_steps_ : 1;
-      SPARROW_RETURN_IF_ERROR(replay_decode(batch, k));
-      SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_done_[next_event], stream_));
-      in_flight.push_back({issued, k, next_event});
-      next_event ^= 1;
-      issued += k;
+      SPARROW_RETURN_IF_ERROR(replay_decode(batch));
+      SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_done_[issued % 2], stream_));
+      ++issued;
       return {};
     };
-    Status s;
-    for (bool more = true; s.ok() && more && (issued < steps || !in_flight.empty());) {
-      while (s.ok() && in_flight.size() < 2 && issued < steps) s = issue();
+    Status s = issue();
+    for (int64_t i = 0; s.ok() && i < steps; ++i) {
+      if (issued < steps) s = issue();
       if (!s.ok()) break;
-      const Launch l = in_flight.front();
-      in_flight.pop_front();
-      s = cuda_status(cudaEventSynchronize(step_done_[l.event]), "decode step");
-      for (int64_t i = l.first; s.ok() && more && i < l.first + l.count; ++i) {
-        position_ = start + i + 1;
-        const int32_t* picks = history_ + ((start + i) % kHistoryRows) * max_batch_;
-        s = check_picks(picks, batch);
-        more = s.ok() && on_step(picks);
-      }
+      s = cuda_status(cudaEventSynchronize(step_done_[i % 2]), "decode step");
+      if (!s.ok()) break;
+      position_ = start + i + 1;
+      const int32_t* picks = history_ + ((start + i) % kHistoryRows) * max_batch_;
+      s = check_picks(picks, batch);
+      if (!s.ok() || !on_step(picks)) break;
     }
-    // Steps enqueued past the last one seen are discarded: they wrote cache rows from position_
-    // on, which the next steps write again.
+    // A step enqueued past the last one seen is discarded: it wrote the cache row at position_,
+    // which the next step writes again.
     const cudaError_t e = cudaStreamSynchronize(stream_);
     SPARROW_RETURN_IF_ERROR(s);
     return cuda_status(e, "decode steps");
@@ -882,23 +862,21 @@ class GpuBackend final : public Backend {
     return {};
   }
 
-  // `steps` decode steps for `batch` sequences as one CUDA graph, captured on first use (more
-  // than one: decode_greedy, each step fed by the one before on the device). If capture fails (a
-  // kernel that is not capturable), graphs are turned off and steps run eagerly.
-  Status replay_decode(int batch, int64_t steps = 1) {
-    auto it = graphs_.find({batch, steps});
+  // The decode step for `batch` sequences as a CUDA graph, captured on first use. If capture
+  // fails (a kernel that is not capturable), graphs are turned off and steps run eagerly.
+  Status replay_decode(int batch) {
+    auto it = graphs_.find(batch);
     if (it == graphs_.end()) {
       SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       SPARROW_CUDA_RETURN_IF_ERROR(
           cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      Status s;
-      for (int64_t i = 0; s.ok() && i < steps; ++i) s = run_pass(batch, 1, false, true);
+      Status s = run_pass(batch, 1, false, true);
       cudaGraph_t graph = nullptr;
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
       cudaGraphExec_t exec = nullptr;
       if (s.ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
         cudaGraphDestroy(graph);
-        it = graphs_.emplace(std::make_pair(batch, steps), exec).first;
+        it = graphs_.emplace(batch, exec).first;
       } else {
         if (graph) cudaGraphDestroy(graph);
         cudaGetLastError();  // clear the capture error
@@ -906,9 +884,7 @@ class GpuBackend final : public Backend {
         std::fprintf(stderr, "sparrow: CUDA graph capture failed (%s); decoding without graphs\n",
                      cudaGetErrorString(end));
         graphs_enabled_ = false;
-        for (int64_t i = 0; i < steps; ++i)
-          SPARROW_RETURN_IF_ERROR(run_pass(batch, 1, false, true));
-        return {};
+        return run_pass(batch, 1, false, true);
       }
     }
     SPARROW_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
@@ -935,11 +911,8 @@ class GpuBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* pinned_ = nullptr;
   // decode_greedy: the picks of the last kHistoryRows steps (position % kHistoryRows, max_batch),
-  // host memory the device writes (history_device_ is its device address); two launches of up
-  // to kMaxGraphSteps steps in flight.
-  static constexpr int64_t kMaxGraphSteps = 16;
-  static constexpr int64_t kHistoryRows = 2 * kMaxGraphSteps + 2;
-  const int64_t graph_steps_ = graph_steps_requested(kMaxGraphSteps);
+  // host memory the device writes (history_device_ is its device address); two steps in flight.
+  static constexpr int64_t kHistoryRows = 4;
   int32_t* history_ = nullptr;
   int32_t* history_device_ = nullptr;
   DeviceArray arrived_;  // GreedyFeed::arrived
@@ -971,7 +944,7 @@ class GpuBackend final : public Backend {
     o.dependent_launch = true;
     return o;
   }
-  std::map<std::pair<int, int64_t>, cudaGraphExec_t> graphs_;  // (batch, steps)
+  std::map<int, cudaGraphExec_t> graphs_;
   // SPARROW_ENGINE_STAMPS: a slot per stamp of a decode step, the names and intervals per batch
   // size, and the step being built (null outside decode passes).
   DeviceArray stamps_;
