@@ -138,6 +138,12 @@ bool swiglu_in_matmul_requested() {
   return kernels::env_knob("SPARROW_ENGINE_SWIGLU_IN_MATMUL", 1) != 0;
 }
 
+// Keys per decode attention split (decode_splits): SPARROW_ENGINE_ATTN_SPLIT_KEYS=K (>= 16;
+// experiment knob, read when a backend is made).
+int64_t decode_split_keys_requested() {
+  return std::max(16, kernels::env_knob("SPARROW_ENGINE_ATTN_SPLIT_KEYS", 256));
+}
+
 // decode_greedy enqueues each step before the host reads the previous one's picks, unless
 // SPARROW_ENGINE_PIPELINE=0 (experiment knob for A/B runs: then it loops over forward_greedy,
 // a host round trip per step; read when a backend is made).
@@ -196,7 +202,7 @@ class GpuBackend final : public Backend {
   ~GpuBackend() override {
     for (const auto& [b, st] : stamps_by_batch_)
       std::fputs(st.report("batch " + std::to_string(b)).c_str(), stderr);
-    for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
+    for (auto& [key, g] : graphs_) cudaGraphExecDestroy(g);
     if (pinned_) cudaFreeHost(pinned_);
     if (history_) cudaFreeHost(history_);
     for (cudaEvent_t e : step_done_)
@@ -214,11 +220,10 @@ class GpuBackend final : public Backend {
           "--backend cpu, or convert the checkpoint)");
     }
     shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
-    // Decode attention: one split per 128 keys of the context, the current position's keys
-    // shared evenly by them (the captured step serves every position). Prefill rows use 4 splits
-    // of fixed ranges.
-    splits_decode_ = (context_ + 127) / 128;
-    splits_prefill_ = std::min<int64_t>(4, splits_decode_);
+    // Decode attention: up to one split per decode_split_keys_ keys of the context (decode_splits
+    // picks the count per position). Prefill rows use up to 4 splits of fixed ranges.
+    max_decode_splits_ = (context_ + decode_split_keys_ - 1) / decode_split_keys_;
+    splits_prefill_ = std::min<int64_t>(4, (context_ + 127) / 128);
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
     SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
@@ -239,7 +244,7 @@ class GpuBackend final : public Backend {
     qkv_cols_ = c.q_dim() + 2 * c.kv_dim();
     const int64_t widest = std::max({c.hidden, c.q_dim(), c.intermediate});
     const size_t partial_floats =
-        std::max(gpu::attention_partials_floats(max_batch_, shape_, splits_decode_),
+        std::max(gpu::attention_partials_floats(max_batch_, shape_, max_decode_splits_),
                  gpu::attention_partials_floats(rows_, shape_, splits_prefill_));
     // Activation columns: x, h, last, attn, gate, logits, plus q, k, v, up (separate projections)
     // or the fused [q | k | v] and [gate | up] outputs.
@@ -475,7 +480,7 @@ class GpuBackend final : public Backend {
       const int64_t c = std::min(chunk_for(batch), count - done);
       SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
       const bool want = all_logits || done + c == count;
-      SPARROW_RETURN_IF_ERROR(run_pass(batch, c, all_logits, false));
+      SPARROW_RETURN_IF_ERROR(run_pass(batch, c, all_logits, false, position_));
       if (want) {
         const int64_t rows = all_logits ? int64_t(batch) * c : batch;
         host.resize(size_t(rows * V) * dtype_size(dt_));
@@ -505,9 +510,9 @@ class GpuBackend final : public Backend {
       const int64_t c = std::min(chunk_for(batch), count - done);
       SPARROW_RETURN_IF_ERROR(stage(tokens, batch, count, done, c));
       if (c == 1 && graphs_enabled_) {
-        SPARROW_RETURN_IF_ERROR(replay_decode(batch));
+        SPARROW_RETURN_IF_ERROR(replay_decode(batch, position_));
       } else {
-        SPARROW_RETURN_IF_ERROR(run_pass(batch, c, false, true));
+        SPARROW_RETURN_IF_ERROR(run_pass(batch, c, false, true, position_));
       }
       done += c;
       position_ += c;
@@ -535,7 +540,7 @@ class GpuBackend final : public Backend {
     const int64_t start = position_;
     int64_t issued = 0;
     auto issue = [&]() -> Status {
-      SPARROW_RETURN_IF_ERROR(replay_decode(batch));
+      SPARROW_RETURN_IF_ERROR(replay_decode(batch, start + issued));
       SPARROW_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_done_[issued % 2], stream_));
       ++issued;
       return {};
@@ -718,9 +723,22 @@ class GpuBackend final : public Backend {
     return {};
   }
 
-  // One pass over `batch` x `c` rows already staged: the whole model, then lm_head for every row
-  // (all_logits) or the last row of each sequence, then (greedy) argmax into next_.
-  Status run_pass(int batch, int64_t c, bool all_logits, bool greedy) {
+  // Splits of a decode step's attention at position `pos`: one per decode_split_keys_ keys of
+  // the pos + 1 it reads, rounded up to a power of two (a captured graph per count), at most
+  // max_decode_splits_; each split's blocks share the keys evenly. Early in a long context one
+  // block per head takes every key and no combine kernel runs; deeper, more blocks read the cache
+  // at once.
+  int64_t decode_splits(int64_t pos) const {
+    const int64_t need = (pos + decode_split_keys_) / decode_split_keys_;
+    int64_t n = 1;
+    while (n < need) n *= 2;
+    return std::min(n, max_decode_splits_);
+  }
+
+  // One pass over `batch` x `c` rows already staged at position `pos` (the host's copy of what
+  // was staged): the whole model, then lm_head for every row (all_logits) or the last row of each
+  // sequence, then (greedy) argmax into next_.
+  Status run_pass(int batch, int64_t c, bool all_logits, bool greedy, int64_t pos) {
     const LlamaConfig& cfg = model_->config;
     const int64_t R = int64_t(batch) * c;
     const float eps = float(cfg.rms_eps);
@@ -729,7 +747,7 @@ class GpuBackend final : public Backend {
     // Decode shares each row's keys evenly by the splits (split_len 0): at position 544 of a
     // 4096 context, fixed ranges of 128 keys leave 27 of 32 splits empty.
     const int64_t split_len = decode ? 0 : split_len_prefill_;
-    const int64_t n_splits = decode ? splits_decode_ : splits_prefill_;
+    const int64_t n_splits = decode ? decode_splits(pos) : splits_prefill_;
     stamping_ = stamp_capacity_ > 0 && decode ? &stamps_by_batch_[batch] : nullptr;
     if (stamping_) stamping_->begin_step();
     SPARROW_RETURN_IF_ERROR(mark("start"));
@@ -780,7 +798,8 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
                                                attn_.get(), partials_.get<float>(), qkv_rows,
                                                shape_, split_len, n_splits, dt_, stream_,
-                                               fold ? &rope : nullptr));
+                                               fold ? &rope : nullptr,
+                                               decode ? kDecodeAttentionWarps : 4));
         SPARROW_RETURN_IF_ERROR(mark("attention"));
       }
       MatmulOptions residual = with_scratch();
@@ -862,21 +881,23 @@ class GpuBackend final : public Backend {
     return {};
   }
 
-  // The decode step for `batch` sequences as a CUDA graph, captured on first use. If capture
-  // fails (a kernel that is not capturable), graphs are turned off and steps run eagerly.
-  Status replay_decode(int batch) {
-    auto it = graphs_.find(batch);
+  // The decode step for `batch` sequences at position `pos` as a CUDA graph, captured on first
+  // use; a graph per batch size and attention split count (decode_splits). If capture fails (a
+  // kernel that is not capturable), graphs are turned off and steps run eagerly.
+  Status replay_decode(int batch, int64_t pos) {
+    const std::pair<int, int64_t> key{batch, decode_splits(pos)};
+    auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       SPARROW_CUDA_RETURN_IF_ERROR(
           cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      Status s = run_pass(batch, 1, false, true);
+      Status s = run_pass(batch, 1, false, true, pos);
       cudaGraph_t graph = nullptr;
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
       cudaGraphExec_t exec = nullptr;
       if (s.ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
         cudaGraphDestroy(graph);
-        it = graphs_.emplace(batch, exec).first;
+        it = graphs_.emplace(key, exec).first;
       } else {
         if (graph) cudaGraphDestroy(graph);
         cudaGetLastError();  // clear the capture error
@@ -884,7 +905,7 @@ class GpuBackend final : public Backend {
         std::fprintf(stderr, "sparrow: CUDA graph capture failed (%s); decoding without graphs\n",
                      cudaGetErrorString(end));
         graphs_enabled_ = false;
-        return run_pass(batch, 1, false, true);
+        return run_pass(batch, 1, false, true, pos);
       }
     }
     SPARROW_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
@@ -905,7 +926,11 @@ class GpuBackend final : public Backend {
   int64_t chunk_for(int batch) const { return std::max<int64_t>(1, rows_ / batch); }
   DType dt_ = DType::fp16;
   gpu::AttentionShape shape_;
-  int64_t splits_decode_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
+  // Decode attention: keys per split (decode_splits) and blocks of 16 warps, which measured
+  // faster than 4 or 8 (bench/NOTES-decode.md, session 53).
+  const int64_t decode_split_keys_ = decode_split_keys_requested();
+  static constexpr int kDecodeAttentionWarps = 16;
+  int64_t max_decode_splits_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;
   LoadReport load_;
   cudaStream_t stream_ = nullptr;
@@ -944,7 +969,7 @@ class GpuBackend final : public Backend {
     o.dependent_launch = true;
     return o;
   }
-  std::map<int, cudaGraphExec_t> graphs_;
+  std::map<std::pair<int, int64_t>, cudaGraphExec_t> graphs_;  // (batch, attention splits)
   // SPARROW_ENGINE_STAMPS: a slot per stamp of a decode step, the names and intervals per batch
   // size, and the step being built (null outside decode passes).
   DeviceArray stamps_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "core/cuda_check.hpp"
 #include "kernels/dependent_launch.cuh"
@@ -416,15 +417,15 @@ __device__ __forceinline__ bool fold_rope(const FoldedRope<T>& f, const T*& qr, 
 // the block holds the whole row: it writes acc / l to `out` (hd) instead, and no combine kernel
 // runs (a decode step over a context of <= 128 keys: one launch fewer per layer; a combine done
 // by the last of several split blocks measured slower than the second kernel, sessions 5 and 10).
-template <class T>
+template <class T, int W = kAttnWarps>
 __device__ __forceinline__ void write_block_partial(float* part, T* out, int64_t n_splits,
                                                     const float* sm, const float* sl,
                                                     const float* sacc, int ld, int64_t hd) {
   float M = -INFINITY;
-  for (int w = 0; w < kAttnWarps; ++w)
+  for (int w = 0; w < W; ++w)
     if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
   float L = 0.0f;
-  for (int w = 0; w < kAttnWarps; ++w)
+  for (int w = 0; w < W; ++w)
     if (sl[w] > 0.0f) L += sl[w] * __expf(sm[w] - M);
   if (threadIdx.x == 0 && n_splits > 1) {
     part[0] = M;
@@ -432,7 +433,7 @@ __device__ __forceinline__ void write_block_partial(float* part, T* out, int64_t
   }
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w)
+    for (int w = 0; w < W; ++w)
       if (sl[w] > 0.0f) a += sacc[w * ld + d] * __expf(sm[w] - M);
     if (n_splits == 1) {
       out[d] = from_float<T>(a / L);
@@ -521,7 +522,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 // loads 2 bytes per lane and takes one key per warp at a time: at 4097 keys it measured 53 µs per
 // layer against ~22 µs of bytes). A warp holds 32 / G keys per step and two steps' loads in
 // flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
-template <class T, int G>
+template <class T, int G, int W>
 __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
                                            float* partials, T* out, RowLayout rows,
                                            AttentionShape s,
@@ -555,7 +556,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
     vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
   };
-  // Key j of this lane: begin + (step * kAttnWarps + warp) * kKeys + kk.
+  // Key j of this lane: begin + (step * W + warp) * kKeys + kk.
   int64_t j = begin + int64_t(warp) * kKeys + kk;
   uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
   RopeAngle angle;
@@ -578,7 +579,7 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  constexpr int64_t kStride = int64_t(kAttnWarps) * kKeys;
+  constexpr int64_t kStride = int64_t(W) * kKeys;
   auto load = [&](int64_t j, uint4& kv, uint4& vv) {
     if (new_key && j == pos) {  // the new key, from shared memory
       kv = *reinterpret_cast<const uint4*>(kv_new + 8 * g);
@@ -633,8 +634,8 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     m = mt;
   }
   // Then the warps (write_block_partial).
-  __shared__ float sm[kAttnWarps], sl[kAttnWarps];
-  __shared__ float sacc[kAttnWarps][hd];
+  __shared__ float sm[W], sl[W];
+  __shared__ float sacc[W][hd];
   if (lane == 0) {
     sm[warp] = m;
     sl[warp] = l;
@@ -644,8 +645,8 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     for (int e = 0; e < 8; ++e) sacc[warp][8 * lane + e] = acc[e];
   }
   __syncthreads();
-  write_block_partial(part, out + r * (s.heads * hd) + head * hd, n_splits, sm, sl, &sacc[0][0],
-                      hd, hd);
+  write_block_partial<T, W>(part, out + r * (s.heads * hd) + head * hd, n_splits, sm, sl,
+                            &sacc[0][0], hd, hd);
 }
 
 // Block (row, head): combines the splits' partials into the output row.
@@ -719,13 +720,16 @@ size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t 
 
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                  float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
-                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope) {
+                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope,
+                 int block_warps) {
   if (rope && (rows.count != 1 || !rope->k || !rope->v || !rope->k_cache || !rope->v_cache ||
                !rope->inv_freq)) {
     return invalid_argument(
         "attention: the folded rope is for decode steps (one row per sequence) with k, v, both "
         "caches and inv_freq given");
   }
+  if (block_warps != 4 && block_warps != 8 && block_warps != 16)
+    return invalid_argument("attention: blocks of 4, 8 or 16 warps");
   if (s.head_dim > 32 * kMaxDimPerLane) {
     return unsupported("attention supports head_dim <= 256 (got " + std::to_string(s.head_dim) +
                        ")");
@@ -740,16 +744,28 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     auto split_kernel = attention_split_kernel<T>;
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    if (aligned && s.head_dim == 64) split_kernel = attention_split_vec_kernel<T, 8>;
-    if (aligned && s.head_dim == 128) split_kernel = attention_split_vec_kernel<T, 16>;
-    if (aligned && s.head_dim == 256) split_kernel = attention_split_vec_kernel<T, 32>;
+    int threads = 32 * kAttnWarps;  // the generic kernel's
+    auto pick = [&](auto g) {
+      constexpr int G = decltype(g)::value;
+      threads = 32 * block_warps;
+      if (block_warps == 16) {
+        split_kernel = attention_split_vec_kernel<T, G, 16>;
+      } else if (block_warps == 8) {
+        split_kernel = attention_split_vec_kernel<T, G, 8>;
+      } else {
+        split_kernel = attention_split_vec_kernel<T, G, 4>;
+      }
+    };
+    if (aligned && s.head_dim == 64) pick(std::integral_constant<int, 8>{});
+    if (aligned && s.head_dim == 128) pick(std::integral_constant<int, 16>{});
+    if (aligned && s.head_dim == 256) pick(std::integral_constant<int, 32>{});
     FoldedRope<T> fold;
     if (rope) {
       fold = {static_cast<const T*>(rope->k), static_cast<const T*>(rope->v),
               static_cast<T*>(rope->k_cache), static_cast<T*>(rope->v_cache), rope->inv_freq};
     }
     SPARROW_RETURN_IF_ERROR(cuda_status(
-        launch_kernel(kDependent, split_kernel, grid, dim3(32 * kAttnWarps), 0, stream,
+        launch_kernel(kDependent, split_kernel, grid, dim3(threads), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
                       static_cast<const T*>(v_cache), partials, static_cast<T*>(out), rows, s,
                       split_len, n_splits, fold),

@@ -53,6 +53,9 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 // the kernel reads rows.pos0 and the caches' positions below each row's own before it waits for
 // the previous kernel (dependent launch): those must not be written by the kernels of the same
 // step (the engine stages pos0 from the host; earlier positions come from earlier steps).
+// `block_warps` (4, 8 or 16): warps per split block of the head_dim 64 / 128 / 256 kernel, which
+// take the split's keys in turn (the other head_dims run 4): more warps take a split's keys in
+// fewer dependent steps.
 struct DecodeRope {
   const void* k = nullptr;  // (rows, kv_ld) keys before rotation
   const void* v = nullptr;  // (rows, kv_ld)
@@ -62,7 +65,8 @@ struct DecodeRope {
 };
 Status attention(const void* q, const void* k_cache, const void* v_cache, void* out,
                  float* partials, const RowLayout& rows, const AttentionShape& s, int64_t split_len,
-                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope = nullptr);
+                 int64_t n_splits, DType t, Stream stream, const DecodeRope* rope = nullptr,
+                 int block_warps = 4);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
 
 // out[r, j] = silu(gate[r * ld + j]) * up[r * ld + j] for r < rows, j < cols; out is packed

@@ -62,6 +62,31 @@ TEST(BenchModelCli, TableHasPromptAndGenerationRowsPerSparsityAndBatch) {
   EXPECT_EQ(out.find("peak device memory"), std::string::npos) << "the CPU backend has none";
 }
 
+// -d (llama-bench's --n-depth): each test also runs after that many cached tokens, in a row
+// named "tg4 @ d40"; the JSON rows carry the depth. A depth the tiny preset's context (512)
+// cannot take with the tests after it is an error, not a short run.
+TEST(BenchModelCli, DepthRowsRunAfterCachedTokens) {
+  int code = 0;
+  const std::string out = sparrow::test::run_cli(
+      "bench-model --synth tiny -p 16 -n 4 -b 1 -r 1 -d 0,40 --backend cpu --json", code);
+  ASSERT_EQ(code, 0) << out;
+  const auto rows = table_rows(out);
+  ASSERT_EQ(rows.size(), 4u) << out;
+  const char* tests[] = {"pp16", "tg4", "pp16 @ d40", "tg4 @ d40"};
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(rows[i].size(), 7u) << out;
+    EXPECT_EQ(rows[i][5], tests[i]);
+    EXPECT_GT(std::stod(rows[i][6]), 0.0) << rows[i][6];
+  }
+  const nlohmann::json doc = nlohmann::json::parse(out.substr(out.find("\n{") + 1));
+  EXPECT_EQ(doc["rows"][0]["depth"], 0);
+  EXPECT_EQ(doc["rows"][3]["depth"], 40);
+  const std::string deep =
+      sparrow::test::run_cli("bench-model --synth tiny -p 16 -n 4 -r 1 -d 500 --backend cpu", code);
+  EXPECT_NE(code, 0) << deep;
+  EXPECT_NE(deep.find("exceed the context"), std::string::npos) << deep;
+}
+
 TEST(BenchModelCli, JsonRowsMatchTheTable) {
   int code = 0;
   const std::string out = sparrow::test::run_cli(
@@ -95,6 +120,7 @@ TEST(BenchModelCli, BadArgumentsAreClearErrors) {
       {"bench-model --synth tiny --sparsity 1.5 --backend cpu", "[0, 1)"},
       {"bench-model --synth tiny -b 1,x --backend cpu", "bad value 'x'"},
       {"bench-model --synth tiny -b 1,,8 --backend cpu", "-b: empty value in '1,,8'"},
+      {"bench-model --synth tiny -d 0,-5 --backend cpu", "-d values must be >= 0"},
       {"bench-model --synth tiny --sparsity 0.5, --backend cpu", "--sparsity: empty value"},
       {"bench-model -m /nonexistent/model --backend cpu", "cannot load model"},
       {"bench-model --synth foo --backend cpu", "unknown preset 'foo'"},

@@ -80,33 +80,36 @@ TEST(EngineAttention, MatchesReference) {
       int32_t* pos = nullptr;
       CUDA_OK(cudaMalloc(&pos, 4));
       for (const Case& c : cases) {
-        const std::string what =
-            "head_dim " + std::to_string(hd) + " " + dtype_name(t) + " count " +
-            std::to_string(c.count) + " pos0 " + std::to_string(c.pos0) + " split_len " +
-            std::to_string(c.split_len) + " splits " + std::to_string(c.n_splits);
-        const int64_t rows = batch * c.count;
-        const HostMatrix q = patterns::dense_random(t, rows, s.heads * s.head_dim, 3 + c.pos0);
-        const DeviceMatrix dq = DeviceMatrix::upload(q);
-        DeviceMatrix dout = DeviceMatrix::alloc(t, rows, s.heads * s.head_dim);
-        dout.poison();
-        float* partials = nullptr;
-        CUDA_OK(
-            cudaMalloc(&partials, engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
-        CUDA_OK(cudaMemset(partials, 0xFF,
-                           engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
-        const int32_t p0 = int32_t(c.pos0);
-        CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
-        const engine::gpu::RowLayout layout{batch, c.count, pos};
-        const Status st =
-            engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data, dout.view.data,
-                                   partials, layout, s, c.split_len, c.n_splits, t, nullptr);
-        ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
-        CUDA_OK(cudaDeviceSynchronize());
-        const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
-        const HostMatrix y = dout.download();
-        const double err = reference::normalized_error(y.view(), ref);
-        EXPECT_LE(err, 2 * tolerance(t)) << what;
-        cudaFree(partials);
+        for (int warps : {4, 8, 16}) {
+          const std::string what = "head_dim " + std::to_string(hd) + " " + dtype_name(t) +
+                                   " count " + std::to_string(c.count) + " pos0 " +
+                                   std::to_string(c.pos0) + " split_len " +
+                                   std::to_string(c.split_len) + " splits " +
+                                   std::to_string(c.n_splits) + " warps " + std::to_string(warps);
+          const int64_t rows = batch * c.count;
+          const HostMatrix q = patterns::dense_random(t, rows, s.heads * s.head_dim, 3 + c.pos0);
+          const DeviceMatrix dq = DeviceMatrix::upload(q);
+          DeviceMatrix dout = DeviceMatrix::alloc(t, rows, s.heads * s.head_dim);
+          dout.poison();
+          float* partials = nullptr;
+          CUDA_OK(cudaMalloc(&partials,
+                             engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
+          CUDA_OK(cudaMemset(partials, 0xFF,
+                             engine::gpu::attention_partials_floats(rows, s, c.n_splits) * 4));
+          const int32_t p0 = int32_t(c.pos0);
+          CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+          const engine::gpu::RowLayout layout{batch, c.count, pos};
+          const Status st = engine::gpu::attention(dq.view.data, dk.view.data, dv.view.data,
+                                                   dout.view.data, partials, layout, s, c.split_len,
+                                                   c.n_splits, t, nullptr, nullptr, warps);
+          ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+          CUDA_OK(cudaDeviceSynchronize());
+          const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, c.count, c.pos0);
+          const HostMatrix y = dout.download();
+          const double err = reference::normalized_error(y.view(), ref);
+          EXPECT_LE(err, 2 * tolerance(t)) << what;
+          cudaFree(partials);
+        }
       }
       // Fixed ranges that do not reach the end of the context are refused, not run short.
       const engine::gpu::RowLayout layout{1, 1, pos};
@@ -116,6 +119,11 @@ TEST(EngineAttention, MatchesReference) {
                 Code::invalid_argument);
       EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, -1,
                                        4, t, nullptr)
+                    .code(),
+                Code::invalid_argument);
+      // Blocks of 4, 8 or 16 warps only.
+      EXPECT_EQ(engine::gpu::attention(nullptr, nullptr, nullptr, nullptr, nullptr, layout, s, 0, 4,
+                                       t, nullptr, nullptr, 12)
                     .code(),
                 Code::invalid_argument);
       cudaFree(pos);
@@ -147,68 +155,71 @@ TEST(EngineAttention, FoldedRopeMatchesUnfused) {
       const size_t es = dtype_size(t);
       for (int64_t p : {0, 5, 544, 599}) {
         for (int64_t splits : {32, 7, 1}) {
-          const std::string what = "head_dim " + std::to_string(hd) + " " + dtype_name(t) +
-                                   " pos " + std::to_string(p) + " splits " +
-                                   std::to_string(splits);
-          const HostMatrix kc = patterns::dense_random(t, batch * s.context, kvd, 11 + p);
-          const HostMatrix vc = patterns::dense_random(t, batch * s.context, kvd, 12 + p);
-          const HostMatrix qkv = patterns::dense_random(t, batch, ld, 13 + p + splits);
-          const int32_t p0 = int32_t(p);
-          CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
-          engine::gpu::RowLayout layout{batch, 1, pos};
-          layout.q_ld = layout.kv_ld = ld;
-          const size_t part_floats = engine::gpu::attention_partials_floats(batch, s, splits);
-          float* partials = nullptr;
-          CUDA_OK(cudaMalloc(&partials, part_floats * 4));
-          // Unfused: q rotated in place, k and v appended, then attention.
-          DeviceMatrix a_qkv = DeviceMatrix::upload(qkv);
-          DeviceMatrix a_k = DeviceMatrix::upload(kc), a_v = DeviceMatrix::upload(vc);
-          DeviceMatrix a_out = DeviceMatrix::alloc(t, batch, qd);
-          a_out.poison();
-          char* aq = static_cast<char*>(a_qkv.view.data);
-          ASSERT_TRUE(engine::gpu::rope_and_cache(aq, aq + qd * es, aq + (qd + kvd) * es,
-                                                  a_k.view.data, a_v.view.data, d_inv, layout, s,
-                                                  t, nullptr)
-                          .ok());
-          ASSERT_TRUE(engine::gpu::attention(aq, a_k.view.data, a_v.view.data, a_out.view.data,
-                                             partials, layout, s, 0, splits, t, nullptr)
-                          .ok());
-          // Folded.
-          DeviceMatrix b_qkv = DeviceMatrix::upload(qkv);
-          DeviceMatrix b_k = DeviceMatrix::upload(kc), b_v = DeviceMatrix::upload(vc);
-          DeviceMatrix b_out = DeviceMatrix::alloc(t, batch, qd);
-          b_out.poison();
-          char* bq = static_cast<char*>(b_qkv.view.data);
-          const engine::gpu::DecodeRope rope{bq + qd * es, bq + (qd + kvd) * es, b_k.view.data,
-                                             b_v.view.data, d_inv};
-          const Status st = engine::gpu::attention(bq, b_k.view.data, b_v.view.data,
-                                                   b_out.view.data, partials, layout, s, 0, splits,
-                                                   t, nullptr, &rope);
-          ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
-          CUDA_OK(cudaDeviceSynchronize());
-          auto same = [&](const DeviceMatrix& x, const DeviceMatrix& y, const char* name) {
-            const HostMatrix hx = x.download(), hy = y.download();
-            EXPECT_EQ(0, std::memcmp(hx.data(), hy.data(), size_t(hx.rows() * hx.cols()) * es))
-                << what << ": " << name << " differs";
-          };
-          same(a_out, b_out, "output");
-          same(a_k, b_k, "key cache");
-          same(a_v, b_v, "value cache");
-          // The output is attention over the rotated keys, not poison.
-          const HostMatrix out = b_out.download();
-          for (int64_t r = 0; r < batch; ++r)
-            for (int64_t c = 0; c < qd; ++c)
-              ASSERT_TRUE(std::isfinite(out.at(r, c))) << what << " row " << r << " col " << c;
-          cudaFree(partials);
+          for (int warps : {4, 16}) {
+            const std::string what = "head_dim " + std::to_string(hd) + " " + dtype_name(t) +
+                                     " pos " + std::to_string(p) + " splits " +
+                                     std::to_string(splits) + " warps " + std::to_string(warps);
+            const HostMatrix kc = patterns::dense_random(t, batch * s.context, kvd, 11 + p);
+            const HostMatrix vc = patterns::dense_random(t, batch * s.context, kvd, 12 + p);
+            const HostMatrix qkv = patterns::dense_random(t, batch, ld, 13 + p + splits);
+            const int32_t p0 = int32_t(p);
+            CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+            engine::gpu::RowLayout layout{batch, 1, pos};
+            layout.q_ld = layout.kv_ld = ld;
+            const size_t part_floats = engine::gpu::attention_partials_floats(batch, s, splits);
+            float* partials = nullptr;
+            CUDA_OK(cudaMalloc(&partials, part_floats * 4));
+            // Unfused: q rotated in place, k and v appended, then attention.
+            DeviceMatrix a_qkv = DeviceMatrix::upload(qkv);
+            DeviceMatrix a_k = DeviceMatrix::upload(kc), a_v = DeviceMatrix::upload(vc);
+            DeviceMatrix a_out = DeviceMatrix::alloc(t, batch, qd);
+            a_out.poison();
+            char* aq = static_cast<char*>(a_qkv.view.data);
+            ASSERT_TRUE(engine::gpu::rope_and_cache(aq, aq + qd * es, aq + (qd + kvd) * es,
+                                                    a_k.view.data, a_v.view.data, d_inv, layout, s,
+                                                    t, nullptr)
+                            .ok());
+            ASSERT_TRUE(engine::gpu::attention(aq, a_k.view.data, a_v.view.data, a_out.view.data,
+                                               partials, layout, s, 0, splits, t, nullptr, nullptr,
+                                               warps)
+                            .ok());
+            // Folded.
+            DeviceMatrix b_qkv = DeviceMatrix::upload(qkv);
+            DeviceMatrix b_k = DeviceMatrix::upload(kc), b_v = DeviceMatrix::upload(vc);
+            DeviceMatrix b_out = DeviceMatrix::alloc(t, batch, qd);
+            b_out.poison();
+            char* bq = static_cast<char*>(b_qkv.view.data);
+            const engine::gpu::DecodeRope rope{bq + qd * es, bq + (qd + kvd) * es, b_k.view.data,
+                                               b_v.view.data, d_inv};
+            const Status st =
+                engine::gpu::attention(bq, b_k.view.data, b_v.view.data, b_out.view.data, partials,
+                                       layout, s, 0, splits, t, nullptr, &rope, warps);
+            ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+            CUDA_OK(cudaDeviceSynchronize());
+            auto same = [&](const DeviceMatrix& x, const DeviceMatrix& y, const char* name) {
+              const HostMatrix hx = x.download(), hy = y.download();
+              EXPECT_EQ(0, std::memcmp(hx.data(), hy.data(), size_t(hx.rows() * hx.cols()) * es))
+                  << what << ": " << name << " differs";
+            };
+            same(a_out, b_out, "output");
+            same(a_k, b_k, "key cache");
+            same(a_v, b_v, "value cache");
+            // The output is attention over the rotated keys, not poison.
+            const HostMatrix out = b_out.download();
+            for (int64_t r = 0; r < batch; ++r)
+              for (int64_t c = 0; c < qd; ++c)
+                ASSERT_TRUE(std::isfinite(out.at(r, c))) << what << " row " << r << " col " << c;
+            cudaFree(partials);
+          }
         }
       }
       // Prefill passes (several rows per sequence) cannot fold: refused.
       engine::gpu::RowLayout prefill{1, 3, pos};
       const engine::gpu::DecodeRope rope{pos, pos, pos, pos, d_inv};
-      EXPECT_EQ(engine::gpu::attention(pos, pos, pos, pos, nullptr, prefill, s, 0, 4, t, nullptr,
-                                       &rope)
-                    .code(),
-                Code::invalid_argument);
+      EXPECT_EQ(
+          engine::gpu::attention(pos, pos, pos, pos, nullptr, prefill, s, 0, 4, t, nullptr, &rope)
+              .code(),
+          Code::invalid_argument);
     }
     cudaFree(pos);
     cudaFree(d_inv);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -417,6 +418,57 @@ TEST(GpuEngine, DecodeGreedyIsTheLoopOfStepsRandomTiny) {
 TEST(GpuEngine, DecodeGreedyIsTheLoopOfStepsTinyllama) {
   NEED_TINYLLAMA();
   expect_decode_greedy_matches_loop(model, 1, kPrompt, 1, 40, 7);
+}
+
+// Decode steps from position 250 to 529 read 251..530 keys: one attention split, then two from
+// position 256, four from 512 (one per 256 keys read, a power of two), each count a graph of its
+// own. A backend's eager steps (forward, one token) match the CPU backend's logits at every
+// position, and a second backend's decode_greedy (graphs) picks what the eager logits' argmax
+// does, step by step.
+TEST(GpuEngine, DecodeAcrossAttentionSplitCountsMatchesCpu) {
+  engine::LlamaConfig c = test::tiny_config();
+  c.head_dim = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.hidden = 256;
+  c.intermediate = 512;
+  c.vocab = 300;
+  c.context = 1100;
+  auto built = engine::build_model(c, test::random_source(c, 21));
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  auto m = std::make_shared<engine::Model>(std::move(built).value());
+  auto cpu = engine::make_cpu_backend(m).value();
+  auto eager = engine::make_gpu_backend(m);
+  auto graphs = engine::make_gpu_backend(m);
+  ASSERT_TRUE(eager.ok() && graphs.ok()) << eager.status().to_string();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 250; ++i) prompt.push_back((i * 37 + 11) % 300);
+  constexpr int64_t kSteps = 280;
+  std::vector<int32_t> first;
+  ASSERT_TRUE(graphs.value()->forward_greedy(prompt.data(), 1, 250, first).ok());
+  std::vector<int32_t> picks;
+  const Status s = graphs.value()->decode_greedy(first.data(), 1, kSteps, [&](const int32_t* p) {
+    picks.push_back(p[0]);
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_EQ(int64_t(picks.size()), kSteps);
+  std::vector<float> a, b;
+  ASSERT_TRUE(cpu->forward(prompt.data(), 1, 250, false, a).ok());
+  ASSERT_TRUE(eager.value()->forward(prompt.data(), 1, 250, false, b).ok());
+  double worst = 0;
+  int32_t fed = first[0];
+  for (int64_t i = 0; i < kSteps; ++i) {
+    ASSERT_TRUE(cpu->forward(&fed, 1, 1, false, a).ok());
+    ASSERT_TRUE(eager.value()->forward(&fed, 1, 1, false, b).ok());
+    const double err = normalized_error(b, a);
+    worst = std::max(worst, err);
+    ASSERT_LE(err, 1e-2) << "position " << 250 + i;
+    const int32_t pick = int32_t(std::max_element(b.begin(), b.end()) - b.begin());
+    ASSERT_EQ(picks[size_t(i)], pick) << "graph and eager steps differ at position " << 250 + i;
+    fed = pick;
+  }
+  std::printf("  positions 250..529: logits normalised error at most %.2e\n", worst);
 }
 
 // A model whose logits are all NaN (here its final norm's gain) gets a clear error from a greedy

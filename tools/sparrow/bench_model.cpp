@@ -26,7 +26,7 @@ namespace {
 
 struct BenchModelArgs {
   std::string model_dir, synth, backend = "gpu", method = "magnitude", format = "fastest";
-  std::string batches = "1", sparsities;
+  std::string batches = "1", sparsities, depths = "0";
   int64_t prompt = 512, gen = 128;
   int64_t prefill_chunk = engine::BackendOptions{}.prefill_chunk;
   int reps = 5, threads = 0;
@@ -49,26 +49,36 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Prefill: `batch` x `p` tokens from an empty cache; tokens per second over all sequences.
-Result<double> time_prefill(engine::Backend& b, int batch, int64_t p) {
+// Fills each sequence's cache with `depth` tokens (untimed; nothing when 0).
+Status fill_depth(engine::Backend& b, int batch, int64_t depth) {
+  b.reset();
+  if (depth == 0) return {};
+  std::vector<int32_t> tokens(size_t(batch * depth));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t((i * 104729) % size_t(b.model().config.vocab));
+  std::vector<int32_t> next;
+  return b.forward_greedy(tokens.data(), batch, depth, next);
+}
+
+// Prefill: `batch` x `p` tokens after `depth` cached ones; tokens per second over all sequences.
+Result<double> time_prefill(engine::Backend& b, int batch, int64_t p, int64_t depth) {
   std::vector<int32_t> tokens(size_t(batch * p));
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = int32_t((i * 7919) % size_t(b.model().config.vocab));
   std::vector<int32_t> next;
-  b.reset();
+  SPARROW_RETURN_IF_ERROR(fill_depth(b, batch, depth));
   const double t0 = now_s();
   SPARROW_RETURN_IF_ERROR(b.forward_greedy(tokens.data(), batch, p, next));
   return double(batch * p) / (now_s() - t0);
 }
 
-// Generation: `n` greedy steps of one token per sequence from an empty cache.
-Result<double> time_generate(engine::Backend& b, int batch, int64_t n) {
+// Generation: `n` greedy steps of one token per sequence after `depth` cached ones.
+Result<double> time_generate(engine::Backend& b, int batch, int64_t n, int64_t depth) {
   std::vector<int32_t> next(size_t(batch), 1);
-  b.reset();
+  SPARROW_RETURN_IF_ERROR(fill_depth(b, batch, depth));
   const double t0 = now_s();
-  SPARROW_RETURN_IF_ERROR(b.decode_greedy(next.data(), batch, n, [](const int32_t*) {
-    return true;
-  }));
+  SPARROW_RETURN_IF_ERROR(
+      b.decode_greedy(next.data(), batch, n, [](const int32_t*) { return true; }));
   return double(batch * n) / (now_s() - t0);
 }
 
@@ -126,7 +136,8 @@ Result<std::vector<BatchGroup>> batch_groups(const BenchModelArgs& a, const engi
 // tg rows, and prints its memory line. 0 on success, else the exit code.
 int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model>& loaded,
               const engine::SynthParts* synth, const prune::MaskOptions& mo, double sparsity,
-              const std::string& format, const BatchGroup& group, nlohmann::json& rows) {
+              const std::string& format, const BatchGroup& group,
+              const std::vector<int64_t>& depths, nlohmann::json& rows) {
   const bool gpu = a.backend != "cpu";
   std::shared_ptr<const engine::Model> model;
   const double t_build = now_s();
@@ -164,7 +175,9 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   opt.max_batch = *std::max_element(group.batches.begin(), group.batches.end());
   opt.prefill_chunk = a.prefill_chunk;
   // The KV cache only needs what the tests use.
-  opt.context = std::min<int64_t>(model->config.context, std::max(a.prompt, a.gen) + 1);
+  opt.context =
+      std::min<int64_t>(model->config.context, *std::max_element(depths.begin(), depths.end()) +
+                                                   std::max(a.prompt, a.gen) + 1);
   int exit_code = 0;
   const double t_backend = now_s();
   auto backend = make_backend_or_report("bench-model", a.backend, model, opt, exit_code);
@@ -186,55 +199,59 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   const engine::MemoryReport held_mem = backend->memory();
   const size_t size_bytes = held_mem.held_as ? model->weight_bytes() : held_mem.model_bytes;
   for (int batch : group.batches) {
-    for (int test = 0; test < 2; ++test) {
-      const bool pp = test == 0;
-      std::vector<double> tps;
-      for (int r = 0; r <= a.reps; ++r) {  // run 0 warms up (and captures the decode graph)
-        auto t =
-            pp ? time_prefill(*backend, batch, a.prompt) : time_generate(*backend, batch, a.gen);
-        if (!t.ok()) {
-          std::fprintf(stderr, "sparrow bench-model: %s\n", t.status().to_string().c_str());
-          return 1;
+    for (int64_t depth : depths) {
+      for (int test = 0; test < 2; ++test) {
+        const bool pp = test == 0;
+        std::vector<double> tps;
+        for (int r = 0; r <= a.reps; ++r) {  // run 0 warms up (and captures the decode graphs)
+          auto t = pp ? time_prefill(*backend, batch, a.prompt, depth)
+                      : time_generate(*backend, batch, a.gen, depth);
+          if (!t.ok()) {
+            std::fprintf(stderr, "sparrow bench-model: %s\n", t.status().to_string().c_str());
+            return 1;
+          }
+          if (r > 0) tps.push_back(t.value());
         }
-        if (r > 0) tps.push_back(t.value());
+        const Stat s = stats(tps);
+        // llama-bench's name for a test after `depth` cached tokens: "tg128 @ d512".
+        const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen) +
+                                      (depth > 0 ? " @ d" + std::to_string(depth) : "");
+        std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
+                    human_bytes(size_bytes).c_str(), measured_sparsity, backend->name(), batch,
+                    test_name.c_str(), s.mean, s.std);
+        std::fflush(stdout);
+        nlohmann::json row = {{"model", model->name},
+                              {"weight_bytes", model->weight_bytes()},
+                              {"dense_weight_bytes", model->dense_weight_bytes()},
+                              {"sparsity", measured_sparsity},
+                              {"method", sparsity > 0 ? a.method : "none"},
+                              {"format", sparsity > 0 ? a.format : "as loaded"},
+                              {"backend", backend->name()},
+                              {"batch", batch},
+                              {"test", test_name},
+                              {"depth", depth},
+                              {"tokens_per_second_mean", s.mean},
+                              {"tokens_per_second_std", s.std},
+                              {"runs", tps}};
+        if (group.pick_n > 0) {
+          row["formats"] = formats;
+          row["formats_picked_for_n"] = group.pick_n;
+        }
+        rows.push_back(row);
       }
-      const Stat s = stats(tps);
-      const std::string test_name = (pp ? "pp" : "tg") + std::to_string(pp ? a.prompt : a.gen);
-      std::printf("| %s | %s | %.2f | %s | %d | %s | %.2f ± %.2f |\n", model->name.c_str(),
-                  human_bytes(size_bytes).c_str(), measured_sparsity, backend->name(), batch,
-                  test_name.c_str(), s.mean, s.std);
-      std::fflush(stdout);
-      nlohmann::json row = {{"model", model->name},
-                            {"weight_bytes", model->weight_bytes()},
-                            {"dense_weight_bytes", model->dense_weight_bytes()},
-                            {"sparsity", measured_sparsity},
-                            {"method", sparsity > 0 ? a.method : "none"},
-                            {"format", sparsity > 0 ? a.format : "as loaded"},
-                            {"backend", backend->name()},
-                            {"batch", batch},
-                            {"test", test_name},
-                            {"tokens_per_second_mean", s.mean},
-                            {"tokens_per_second_std", s.std},
-                            {"runs", tps}};
-      if (group.pick_n > 0) {
-        row["formats"] = formats;
-        row["formats_picked_for_n"] = group.pick_n;
-      }
-      rows.push_back(row);
     }
   }
   const engine::MemoryReport mem = backend->memory();
   // A backend's own copy of the weights (the CPU backend's fp32 dense panels) is named as such.
-  const std::string held =
-      mem.held_as ? std::string(", held by the ") + backend->name() + " backend as " +
-                        mem.held_as + ": " + human_bytes(mem.model_bytes)
-                  : "";
+  const std::string held = mem.held_as
+                               ? std::string(", held by the ") + backend->name() + " backend as " +
+                                     mem.held_as + ": " + human_bytes(mem.model_bytes)
+                               : "";
   // Activations and peak device memory are the GPU backend's (the CPU backend reports 0).
-  const std::string device =
-      mem.peak_device_bytes > 0 ? ", activations " + human_bytes(mem.workspace_bytes) +
-                                      ", peak device memory " +
-                                      human_bytes(mem.peak_device_bytes)
-                                : "";
+  const std::string device = mem.peak_device_bytes > 0
+                                 ? ", activations " + human_bytes(mem.workspace_bytes) +
+                                       ", peak device memory " + human_bytes(mem.peak_device_bytes)
+                                 : "";
   std::printf("\n%s at sparsity %.2f: weights %s (dense %s)%s, KV cache %s%s\n\n",
               model->name.c_str(), measured_sparsity,
               human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
@@ -256,6 +273,10 @@ int run_bench_model(const BenchModelArgs& a) {
   if (a.model_dir.empty() == a.synth.empty()) return fail_args("give exactly one of -m or --synth");
   auto batches = parse_cli_list<int>(a.batches, "-b");
   if (!batches.ok()) return fail_args(batches.status().message());
+  auto depths = parse_cli_list<int64_t>(a.depths, "-d");
+  if (!depths.ok()) return fail_args(depths.status().message());
+  for (int64_t d : depths.value())
+    if (d < 0) return fail_args("-d values must be >= 0");
   std::vector<double> sparsities = {-1};  // -1: the model as loaded
   if (!a.sparsities.empty() || !a.synth.empty()) {
     auto s = parse_cli_list<double>(a.sparsities.empty() ? "0" : a.sparsities, "--sparsity");
@@ -312,7 +333,8 @@ int run_bench_model(const BenchModelArgs& a) {
     }
     for (const BatchGroup& group : groups.value()) {
       const engine::SynthParts* parts = synth ? &*synth : nullptr;
-      if (int rc = run_group(a, loaded, parts, mo, sparsity, format, group, rows); rc != 0)
+      if (int rc = run_group(a, loaded, parts, mo, sparsity, format, group, depths.value(), rows);
+          rc != 0)
         return rc;
     }
   }
@@ -324,7 +346,9 @@ int run_bench_model(const BenchModelArgs& a) {
     cudaDeviceProp prop{};
     if (gpu && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) out["gpu"] = prop.name;
     out["rule_table_gpu"] = rule_table_gpu();
-    out["note"] = "t/s counts tokens of all sequences of a batch; tg runs from an empty cache";
+    out["note"] =
+        "t/s counts tokens of all sequences of a batch; pp and tg run after `depth` cached tokens "
+        "(0: from an empty cache)";
     out["rows"] = rows;
     std::printf("%s\n", out.dump(2).c_str());
   }
@@ -358,6 +382,10 @@ void register_bench_model(CLI::App& app, int& exit_code) {
   cmd->add_option("-p,--n-prompt", args->prompt, "prompt tokens (ppP)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gen, "generated tokens (tgN)")->capture_default_str();
   cmd->add_option("-b,--batch", args->batches, "comma list of batch sizes")->capture_default_str();
+  cmd->add_option("-d,--n-depth", args->depths,
+                  "comma list of cached tokens each test starts after (untimed fill; rows named "
+                  "\"tg128 @ d512\"); 0 = from an empty cache")
+      ->capture_default_str();
   cmd->add_option("-r,--repetitions", args->reps, "timed runs per row")->capture_default_str();
   cmd->add_option("--prefill-chunk", args->prefill_chunk,
                   "GPU: rows per prefill pass, shared by the batch's sequences (each pass expands "
