@@ -369,7 +369,8 @@ TEST(GpuEngine, NormsFoldedIntoSmallPassesMatchCpu) {
   }
 }
 
-TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
+// A small random model whose heads (head_dim 64) run the vectorised attention kernel.
+engine::LlamaConfig head64_config(int64_t context) {
   engine::LlamaConfig c = test::tiny_config();
   c.head_dim = 64;
   c.heads = 4;
@@ -377,7 +378,12 @@ TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
   c.hidden = 256;
   c.intermediate = 512;
   c.vocab = 300;
-  c.context = 512;
+  c.context = context;
+  return c;
+}
+
+TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
+  engine::LlamaConfig c = head64_config(512);
   c.qkv_bias = true;
   c.tied_embeddings = true;
   auto src = test::random_source(c, 9, DType::bf16);
@@ -395,9 +401,9 @@ TEST(GpuEngine, RandomBf16Qwen2ShapesMatchCpu) {
 // forward_greedy calls on another backend (each staged from the host), stops after any step,
 // branches after a stop (a discarded step past it leaves nothing behind), batches (the argmax
 // blocks meet on the position counter).
-void expect_decode_greedy_matches_loop(std::shared_ptr<const engine::Model> m, int max_batch,
-                                       const std::vector<int32_t>& prompt, int batch,
-                                       int64_t steps, int64_t stop_after) {
+void check_decode_greedy_on_gpu(std::shared_ptr<const engine::Model> m, int max_batch,
+                                const std::vector<int32_t>& prompt, int batch, int64_t steps,
+                                int64_t stop_after) {
   engine::BackendOptions opt;
   opt.max_batch = max_batch;
   auto b = engine::make_gpu_backend(m, opt);
@@ -411,13 +417,13 @@ TEST(GpuEngine, DecodeGreedyIsTheLoopOfStepsRandomTiny) {
   engine::LlamaConfig c = test::tiny_config();
   auto m = std::make_shared<engine::Model>(
       engine::build_model(c, test::random_source(c, 13)).value());
-  expect_decode_greedy_matches_loop(m, 3, {1, 2, 3, 4, 5, 6}, 3, 20, 5);
-  expect_decode_greedy_matches_loop(m, 3, {9, 8}, 1, 12, 1);
+  check_decode_greedy_on_gpu(m, 3, {1, 2, 3, 4, 5, 6}, 3, 20, 5);
+  check_decode_greedy_on_gpu(m, 3, {9, 8}, 1, 12, 1);
 }
 
 TEST(GpuEngine, DecodeGreedyIsTheLoopOfStepsTinyllama) {
   NEED_TINYLLAMA();
-  expect_decode_greedy_matches_loop(model, 1, kPrompt, 1, 40, 7);
+  check_decode_greedy_on_gpu(model, 1, kPrompt, 1, 40, 7);
 }
 
 // Decode steps from position 250 to 529 read 251..530 keys: one attention split, then two from
@@ -426,14 +432,7 @@ TEST(GpuEngine, DecodeGreedyIsTheLoopOfStepsTinyllama) {
 // position, and a second backend's decode_greedy (graphs) picks what the eager logits' argmax
 // does, step by step.
 TEST(GpuEngine, DecodeAcrossAttentionSplitCountsMatchesCpu) {
-  engine::LlamaConfig c = test::tiny_config();
-  c.head_dim = 64;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.hidden = 256;
-  c.intermediate = 512;
-  c.vocab = 300;
-  c.context = 1100;
+  const engine::LlamaConfig c = head64_config(1100);
   auto built = engine::build_model(c, test::random_source(c, 21));
   ASSERT_TRUE(built.ok()) << built.status().to_string();
   auto m = std::make_shared<engine::Model>(std::move(built).value());
