@@ -412,11 +412,12 @@ __device__ __forceinline__ bool fold_rope(const FoldedRope<T>& f, const T*& qr, 
 }
 
 // The block's partial (m, l, acc[hd]) from its warps' online-softmax states in shared memory
-// (sm, sl: one per warp; sacc: kAttnWarps rows of `ld` floats): the largest m of the warps that
-// saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads(). With one split
-// the block holds the whole row: it writes acc / l to `out` (hd) instead, and no combine kernel
-// runs (a decode step over a context of <= 128 keys: one launch fewer per layer; a combine done
-// by the last of several split blocks measured slower than the second kernel, sessions 5 and 10).
+// (sm, sl: one per warp; sacc: W rows of `ld` floats, W the block's warps): the largest m of the
+// warps that saw keys, and l and acc rescaled to it and summed. Call after a __syncthreads(). With
+// one split the block holds the whole row: it writes acc / l to `out` (hd) instead, and no
+// combine kernel runs (a decode step early in the cache, which the engine gives one split: one
+// launch fewer per layer; a combine done by the last of several split blocks measured slower than
+// the second kernel, sessions 5 and 10).
 template <class T, int W = kAttnWarps>
 __device__ __forceinline__ void write_block_partial(float* part, T* out, int64_t n_splits,
                                                     const float* sm, const float* sl,
@@ -740,32 +741,29 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
-    // head_dim 64 / 128 / 256 over 16-byte aligned caches: the vectorised kernel.
+    // head_dim 64 / 128 / 256 over 16-byte aligned caches: the vectorised kernel in blocks of
+    // block_warps warps; otherwise the generic kernel's kAttnWarps.
     auto split_kernel = attention_split_kernel<T>;
+    int warps = kAttnWarps;
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    int threads = 32 * kAttnWarps;  // the generic kernel's
-    auto pick = [&](auto g) {
+    auto vec = [&](auto g) {
       constexpr int G = decltype(g)::value;
-      threads = 32 * block_warps;
-      if (block_warps == 16) {
-        split_kernel = attention_split_vec_kernel<T, G, 16>;
-      } else if (block_warps == 8) {
-        split_kernel = attention_split_vec_kernel<T, G, 8>;
-      } else {
-        split_kernel = attention_split_vec_kernel<T, G, 4>;
-      }
+      warps = block_warps;
+      split_kernel = block_warps == 16  ? attention_split_vec_kernel<T, G, 16>
+                     : block_warps == 8 ? attention_split_vec_kernel<T, G, 8>
+                                        : attention_split_vec_kernel<T, G, 4>;
     };
-    if (aligned && s.head_dim == 64) pick(std::integral_constant<int, 8>{});
-    if (aligned && s.head_dim == 128) pick(std::integral_constant<int, 16>{});
-    if (aligned && s.head_dim == 256) pick(std::integral_constant<int, 32>{});
+    if (aligned && s.head_dim == 64) vec(std::integral_constant<int, 8>{});
+    if (aligned && s.head_dim == 128) vec(std::integral_constant<int, 16>{});
+    if (aligned && s.head_dim == 256) vec(std::integral_constant<int, 32>{});
     FoldedRope<T> fold;
     if (rope) {
       fold = {static_cast<const T*>(rope->k), static_cast<const T*>(rope->v),
               static_cast<T*>(rope->k_cache), static_cast<T*>(rope->v_cache), rope->inv_freq};
     }
     SPARROW_RETURN_IF_ERROR(cuda_status(
-        launch_kernel(kDependent, split_kernel, grid, dim3(threads), 0, stream,
+        launch_kernel(kDependent, split_kernel, grid, dim3(32 * warps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
                       static_cast<const T*>(v_cache), partials, static_cast<T*>(out), rows, s,
                       split_len, n_splits, fold),
