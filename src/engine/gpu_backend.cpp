@@ -144,6 +144,19 @@ int64_t decode_split_keys_requested() {
   return std::max(16, kernels::env_knob("SPARROW_ENGINE_ATTN_SPLIT_KEYS", 256));
 }
 
+// A fixed split count for every decode step: SPARROW_ENGINE_ATTN_SPLITS=N (experiment knob, read
+// when a backend is made; 0, the default, is decode_splits' rule).
+int64_t decode_splits_forced() {
+  return std::max(0, kernels::env_knob("SPARROW_ENGINE_ATTN_SPLITS", 0));
+}
+
+// Warps per decode attention block: SPARROW_ENGINE_ATTN_WARPS=4|8|16 (experiment knob, read when a
+// backend is made; anything else is 16).
+int decode_attention_warps_requested() {
+  const int w = kernels::env_knob("SPARROW_ENGINE_ATTN_WARPS", 16);
+  return w == 4 || w == 8 ? w : 16;
+}
+
 // decode_greedy enqueues each step before the host reads the previous one's picks, unless
 // SPARROW_ENGINE_PIPELINE=0 (experiment knob for A/B runs: then it loops over forward_greedy,
 // a host round trip per step; read when a backend is made).
@@ -222,7 +235,8 @@ class GpuBackend final : public Backend {
     shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
     // Decode attention: up to one split per decode_split_keys_ keys of the context (decode_splits
     // picks the count per position). Prefill rows use up to 4 splits of fixed ranges.
-    max_decode_splits_ = (context_ + decode_split_keys_ - 1) / decode_split_keys_;
+    max_decode_splits_ = std::max((context_ + decode_split_keys_ - 1) / decode_split_keys_,
+                                  decode_splits_forced_);
     splits_prefill_ = std::min<int64_t>(4, (context_ + 127) / 128);
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
@@ -729,6 +743,7 @@ class GpuBackend final : public Backend {
   // block per head takes every key and no combine kernel runs; deeper, more blocks read the cache
   // at once.
   int64_t decode_splits(int64_t pos) const {
+    if (decode_splits_forced_ > 0) return decode_splits_forced_;
     const int64_t need = (pos + decode_split_keys_) / decode_split_keys_;
     int64_t n = 1;
     while (n < need) n *= 2;
@@ -799,7 +814,7 @@ class GpuBackend final : public Backend {
                                                attn_.get(), partials_.get<float>(), qkv_rows,
                                                shape_, split_len, n_splits, dt_, stream_,
                                                fold ? &rope : nullptr,
-                                               decode ? kDecodeAttentionWarps : 4));
+                                               decode ? decode_attention_warps_ : 4));
         SPARROW_RETURN_IF_ERROR(mark("attention"));
       }
       MatmulOptions residual = with_scratch();
@@ -929,7 +944,8 @@ class GpuBackend final : public Backend {
   // Decode attention: keys per split (decode_splits) and blocks of 16 warps, which measured
   // faster than 4 or 8 (bench/NOTES-decode.md, session 53).
   const int64_t decode_split_keys_ = decode_split_keys_requested();
-  static constexpr int kDecodeAttentionWarps = 16;
+  const int decode_attention_warps_ = decode_attention_warps_requested();
+  const int64_t decode_splits_forced_ = decode_splits_forced();
   int64_t max_decode_splits_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;
   LoadReport load_;
