@@ -241,6 +241,9 @@ class GpuBackend final : public Backend {
     split_len_prefill_ = (context_ + splits_prefill_ - 1) / splits_prefill_;
 
     SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
+    SPARROW_ASSIGN_OR_RETURN(const int attention_per_sm,
+                             gpu::attention_blocks_per_sm(shape_, dt_, decode_attention_warps_));
+    decode_wave_blocks_ = int64_t(attention_per_sm) * dev.sm_count;
     // What the run needs, checked against free device memory before anything is uploaded (the
     // host model's bytes: at least what the GPU will hold).
     const size_t es = dtype_size(dt_);
@@ -737,16 +740,20 @@ class GpuBackend final : public Backend {
     return {};
   }
 
-  // Splits of a decode step's attention at position `pos`: one per decode_split_keys_ keys of
-  // the pos + 1 it reads, rounded up to a power of two (a captured graph per count), at most
-  // max_decode_splits_; each split's blocks share the keys evenly. Early in a long context one
-  // block per head takes every key and no combine kernel runs; deeper, more blocks read the cache
-  // at once.
-  int64_t decode_splits(int64_t pos) const {
+  // Splits of a decode step's attention for `batch` sequences at position `pos`: one per
+  // decode_split_keys_ keys of the pos + 1 it reads, rounded up to a power of two (a captured
+  // graph per count), then halved until batch x heads x splits blocks fit one wave of the GPU, at
+  // most max_decode_splits_; each split's blocks share the keys evenly. Early in a long context
+  // one block per head takes every key and no combine kernel runs; deeper, more blocks read the
+  // cache at once. A second wave measured like twice the splits' fixed costs: at a cache of 2048
+  // keys, 9 splits of 32 heads (288 blocks, 264 fit the H200 at once) ran the 7B at 90 % 429 t/s,
+  // 8 splits 473 (bench/NOTES-decode.md, session 54).
+  int64_t decode_splits(int batch, int64_t pos) const {
     if (decode_splits_forced_ > 0) return decode_splits_forced_;
     const int64_t need = (pos + decode_split_keys_) / decode_split_keys_;
     int64_t n = 1;
     while (n < need) n *= 2;
+    while (n > 1 && batch * shape_.heads * n > decode_wave_blocks_) n /= 2;
     return std::min(n, max_decode_splits_);
   }
 
@@ -762,7 +769,7 @@ class GpuBackend final : public Backend {
     // Decode shares each row's keys evenly by the splits (split_len 0): at position 544 of a
     // 4096 context, fixed ranges of 128 keys leave 27 of 32 splits empty.
     const int64_t split_len = decode ? 0 : split_len_prefill_;
-    const int64_t n_splits = decode ? decode_splits(pos) : splits_prefill_;
+    const int64_t n_splits = decode ? decode_splits(batch, pos) : splits_prefill_;
     stamping_ = stamp_capacity_ > 0 && decode ? &stamps_by_batch_[batch] : nullptr;
     if (stamping_) stamping_->begin_step();
     SPARROW_RETURN_IF_ERROR(mark("start"));
@@ -900,7 +907,7 @@ class GpuBackend final : public Backend {
   // use; a graph per batch size and attention split count (decode_splits). If capture fails (a
   // kernel that is not capturable), graphs are turned off and steps run eagerly.
   Status replay_decode(int batch, int64_t pos) {
-    const std::pair<int, int64_t> key{batch, decode_splits(pos)};
+    const std::pair<int, int64_t> key{batch, decode_splits(batch, pos)};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       SPARROW_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -946,6 +953,7 @@ class GpuBackend final : public Backend {
   const int64_t decode_split_keys_ = decode_split_keys_requested();
   const int decode_attention_warps_ = decode_attention_warps_requested();
   const int64_t decode_splits_forced_ = decode_splits_forced();
+  int64_t decode_wave_blocks_ = 1;  // attention split blocks that fit the GPU at once
   int64_t max_decode_splits_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;
   LoadReport load_;

@@ -675,6 +675,30 @@ __global__ void attention_combine_kernel(const float* partials, T* out, Attentio
   }
 }
 
+// The split kernel attention() launches and its warps per block: head_dim 64 / 128 / 256 over
+// 16-byte aligned caches, the vectorised kernel in blocks of block_warps warps; otherwise the
+// generic kernel's kAttnWarps.
+template <class T>
+struct SplitKernel {
+  decltype(&attention_split_kernel<T>) kernel;
+  int warps;
+};
+template <class T>
+SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps) {
+  SplitKernel<T> k{attention_split_kernel<T>, kAttnWarps};
+  auto vec = [&](auto g) {
+    constexpr int G = decltype(g)::value;
+    k.warps = block_warps;
+    k.kernel = block_warps == 16  ? attention_split_vec_kernel<T, G, 16>
+               : block_warps == 8 ? attention_split_vec_kernel<T, G, 8>
+                                  : attention_split_vec_kernel<T, G, 4>;
+  };
+  if (aligned && head_dim == 64) vec(std::integral_constant<int, 8>{});
+  if (aligned && head_dim == 128) vec(std::integral_constant<int, 16>{});
+  if (aligned && head_dim == 256) vec(std::integral_constant<int, 32>{});
+  return k;
+}
+
 }  // namespace
 
 Status embed(const int32_t* tokens, const void* e, void* x, int64_t rows, int64_t hidden, DType t,
@@ -741,29 +765,16 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
-    // head_dim 64 / 128 / 256 over 16-byte aligned caches: the vectorised kernel in blocks of
-    // block_warps warps; otherwise the generic kernel's kAttnWarps.
-    auto split_kernel = attention_split_kernel<T>;
-    int warps = kAttnWarps;
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    auto vec = [&](auto g) {
-      constexpr int G = decltype(g)::value;
-      warps = block_warps;
-      split_kernel = block_warps == 16  ? attention_split_vec_kernel<T, G, 16>
-                     : block_warps == 8 ? attention_split_vec_kernel<T, G, 8>
-                                        : attention_split_vec_kernel<T, G, 4>;
-    };
-    if (aligned && s.head_dim == 64) vec(std::integral_constant<int, 8>{});
-    if (aligned && s.head_dim == 128) vec(std::integral_constant<int, 16>{});
-    if (aligned && s.head_dim == 256) vec(std::integral_constant<int, 32>{});
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps);
     FoldedRope<T> fold;
     if (rope) {
       fold = {static_cast<const T*>(rope->k), static_cast<const T*>(rope->v),
               static_cast<T*>(rope->k_cache), static_cast<T*>(rope->v_cache), rope->inv_freq};
     }
     SPARROW_RETURN_IF_ERROR(cuda_status(
-        launch_kernel(kDependent, split_kernel, grid, dim3(32 * warps), 0, stream,
+        launch_kernel(kDependent, split.kernel, grid, dim3(32 * split.warps), 0, stream,
                       static_cast<const T*>(q), static_cast<const T*>(k_cache),
                       static_cast<const T*>(v_cache), partials, static_cast<T*>(out), rows, s,
                       split_len, n_splits, fold),
@@ -775,6 +786,20 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
                       static_cast<const float*>(partials), static_cast<T*>(out), s, n_splits),
         "attention_combine launch");
   });
+}
+
+Result<int> attention_blocks_per_sm(const AttentionShape& s, DType t, int block_warps) {
+  if (block_warps != 4 && block_warps != 8 && block_warps != 16)
+    return invalid_argument("attention: blocks of 4, 8 or 16 warps");
+  int per_sm = 0;
+  SPARROW_RETURN_IF_ERROR(dispatch_dtype(t, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps);
+    return cuda_status(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split.kernel,
+                                                                     32 * split.warps, 0),
+                       "attention occupancy");
+  }));
+  return std::max(1, per_sm);
 }
 
 Status swiglu(void* out, const void* gate, const void* up, int64_t rows, int64_t cols,

@@ -68,6 +68,10 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
                  int64_t n_splits, DType t, Stream stream, const DecodeRope* rope = nullptr,
                  int block_warps = 4);
 size_t attention_partials_floats(int64_t rows, const AttentionShape& s, int64_t n_splits);
+// Blocks of attention's split kernel (16-byte aligned caches of s.head_dim, block_warps warps)
+// that fit one SM at once on the current device: the engine sizes a decode step's splits so that
+// its rows * heads * n_splits blocks run in one wave.
+Result<int> attention_blocks_per_sm(const AttentionShape& s, DType t, int block_warps);
 
 // out[r, j] = silu(gate[r * ld + j]) * up[r * ld + j] for r < rows, j < cols; out is packed
 // (rows, cols) and may be gate. Separate gate and up buffers: ld = cols; [gate | up] column blocks
