@@ -18,6 +18,7 @@
 
 #include "core/cuda_check.hpp"
 #include "core/parallel.hpp"
+#include "engine/attention_splits.hpp"
 #include "engine/gpu_ops.hpp"
 #include "engine/role_overrides.hpp"
 #include "engine/step_stamps.hpp"
@@ -740,21 +741,12 @@ class GpuBackend final : public Backend {
     return {};
   }
 
-  // Splits of a decode step's attention for `batch` sequences at position `pos`: one per
-  // decode_split_keys_ keys of the pos + 1 it reads, rounded up to a power of two (a captured
-  // graph per count), then halved until batch x heads x splits blocks fit one wave of the GPU, at
-  // most max_decode_splits_; each split's blocks share the keys evenly. Early in a long context
-  // one block per head takes every key and no combine kernel runs; deeper, more blocks read the
-  // cache at once. A second wave measured like twice the splits' fixed costs: at a cache of 2048
-  // keys, 9 splits of 32 heads (288 blocks, 264 fit the H200 at once) ran the 7B at 90 % 429 t/s,
-  // 8 splits 473 (bench/NOTES-decode.md, session 54).
+  // Splits of a decode step's attention for `batch` sequences at position `pos`
+  // (attention_splits.hpp); each split's blocks share the keys evenly.
   int64_t decode_splits(int batch, int64_t pos) const {
     if (decode_splits_forced_ > 0) return decode_splits_forced_;
-    const int64_t need = (pos + decode_split_keys_) / decode_split_keys_;
-    int64_t n = 1;
-    while (n < need) n *= 2;
-    while (n > 1 && batch * shape_.heads * n > decode_wave_blocks_) n /= 2;
-    return std::min(n, max_decode_splits_);
+    return decode_attention_splits(batch, shape_.heads, pos, decode_split_keys_,
+                                   decode_wave_blocks_, max_decode_splits_);
   }
 
   // One pass over `batch` x `c` rows already staged at position `pos` (the host's copy of what

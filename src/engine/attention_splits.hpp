@@ -1,0 +1,29 @@
+// How many blocks a decode step's attention splits each (row, head)'s keys into: the GPU backend's
+// rule, a pure function so it is tested on the CPU (tests/cpu/attention_splits_test.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace sparrow::engine {
+
+// `rows` sequences of `heads` query heads at position `pos` (each reads pos + 1 keys): one split
+// per `keys_per_split` keys, rounded up to a power of two (a captured graph per count), then
+// halved until rows x heads x splits blocks fit `wave_blocks` (the split kernel's blocks that
+// are resident at once on the whole GPU), at most `max_splits` (the partials buffer's). Early in
+// a long context one block per head takes every key and no combine kernel runs; deeper, more
+// blocks read the cache at once, but a second wave of blocks costs more than the splits gain:
+// 7B at 90 % on the H200, cache of 2048 keys, batch 1: 9 splits of 32 heads (288 blocks, 264
+// resident) 429 t/s, 8 splits 473; batch 4: 2 splits 1007, 4 splits 979 (bench/NOTES-decode.md,
+// session 54).
+inline int64_t decode_attention_splits(int64_t rows, int64_t heads, int64_t pos,
+                                       int64_t keys_per_split, int64_t wave_blocks,
+                                       int64_t max_splits) {
+  const int64_t need = (pos + keys_per_split) / keys_per_split;
+  int64_t n = 1;
+  while (n < need) n *= 2;
+  while (n > 1 && rows * heads * n > wave_blocks) n /= 2;
+  return std::max<int64_t>(1, std::min(n, max_splits));
+}
+
+}  // namespace sparrow::engine

@@ -1,0 +1,48 @@
+// decode_attention_splits: the GPU backend's rule for a decode step's attention splits.
+#include "engine/attention_splits.hpp"
+
+#include <gtest/gtest.h>
+
+using sparrow::engine::decode_attention_splits;
+
+namespace {
+// The 7B on the H200: 32 heads, 2 resident 16-warp blocks on each of 132 SMs, 256 keys a split.
+constexpr int64_t kHeads = 32, kWave = 264, kKeys = 256, kMax = 1 << 20;
+}  // namespace
+
+TEST(AttentionSplits, OneSplitPer256KeysReadRoundedUpToAPowerOfTwo) {
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 0, kKeys, kWave, kMax), 1);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 254, kKeys, kWave, kMax), 1);  // 255 keys
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 255, kKeys, kWave, kMax), 1);  // 256 keys
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 256, kKeys, kWave, kMax), 2);  // 257 keys
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 600, kKeys, kWave, kMax), 4);  // 3 needed
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, kKeys, kWave, kMax), 8);
+}
+
+TEST(AttentionSplits, BlocksOfTheStepFitOneWave) {
+  // 2048 keys at batch 1 ask for 9 -> 16 splits: 512 blocks, 264 resident; 8 splits (256) fit.
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, kMax), 8);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 4000, kKeys, kWave, kMax), 8);
+  // Batch 4: 128 blocks a split, so 2; batch 8 and 32 fill the wave with one split.
+  EXPECT_EQ(decode_attention_splits(4, kHeads, 2100, kKeys, kWave, kMax), 2);
+  EXPECT_EQ(decode_attention_splits(8, kHeads, 2100, kKeys, kWave, kMax), 1);
+  EXPECT_EQ(decode_attention_splits(32, kHeads, 4000, kKeys, kWave, kMax), 1);
+  // More blocks fit (a smaller head count, or a GPU with more SMs): more splits.
+  EXPECT_EQ(decode_attention_splits(1, 8, 4000, kKeys, kWave, kMax), 16);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 4000, kKeys, 4 * kWave, kMax), 16);
+  // Never fewer than one, even when one split's blocks exceed the wave.
+  EXPECT_EQ(decode_attention_splits(64, 64, 4000, kKeys, kWave, kMax), 1);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 4000, kKeys, 0, kMax), 1);
+}
+
+TEST(AttentionSplits, AtMostTheBuffersSplits) {
+  // The backend's partials buffer holds ceil(context / 256) splits: 9 for a 2192-key context.
+  EXPECT_EQ(decode_attention_splits(1, 8, 2100, kKeys, kWave, 9), 9);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, 9), 8);
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, 1), 1);
+}
+
+TEST(AttentionSplits, KeysPerSplitIsTheKnob) {
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, 512, kWave, kMax), 4);  // 3 needed
+  EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, 2048, kWave, kMax), 1);
+}
