@@ -20,6 +20,7 @@
 #include "core/parallel.hpp"
 #include "engine/attention_splits.hpp"
 #include "engine/gpu_ops.hpp"
+#include "engine/prefill_attention.hpp"
 #include "engine/role_overrides.hpp"
 #include "engine/step_stamps.hpp"
 #include "kernels/device_info.hpp"
@@ -149,6 +150,13 @@ int64_t decode_split_keys_requested() {
 // when a backend is made; 0, the default, is decode_splits' rule).
 int64_t decode_splits_forced() {
   return std::max(0, kernels::env_knob("SPARROW_ENGINE_ATTN_SPLITS", 0));
+}
+
+// Prefill passes' attention on the tensor cores (prefill_attention.hpp) where it fits, unless
+// SPARROW_ENGINE_PREFILL_ATTENTION=0 (experiment knob, read when a backend is made): then the
+// split-K kernel, as decode steps use.
+bool prefill_attention_requested() {
+  return kernels::env_knob("SPARROW_ENGINE_PREFILL_ATTENTION", 1) != 0;
 }
 
 // Warps per decode attention block: SPARROW_ENGINE_ATTN_WARPS=4|8|16 (experiment knob, read when a
@@ -808,7 +816,14 @@ class GpuBackend final : public Backend {
                                                     qkv_rows, shape_, dt_, stream_));
         SPARROW_RETURN_IF_ERROR(mark("rope"));
       }
-      if (!overrides_.skip_attention) {  // SPARROW_ENGINE_SKIP=attention (role_overrides.hpp)
+      const bool tensor_core_attention =
+          !decode && prefill_attention_ &&
+          gpu::prefill_attention_fits(q, k_cache_[li].get(), v_cache_[li].get(), qkv_rows, shape_);
+      if (!overrides_.skip_attention && tensor_core_attention) {
+        SPARROW_RETURN_IF_ERROR(gpu::prefill_attention(q, k_cache_[li].get(), v_cache_[li].get(),
+                                                       attn_.get(), qkv_rows, shape_, dt_,
+                                                       stream_));
+      } else if (!overrides_.skip_attention) {  // SPARROW_ENGINE_SKIP=attention (role_overrides)
         SPARROW_RETURN_IF_ERROR(gpu::attention(q, k_cache_[li].get(), v_cache_[li].get(),
                                                attn_.get(), partials_.get<float>(), qkv_rows,
                                                shape_, split_len, n_splits, dt_, stream_,
@@ -945,6 +960,7 @@ class GpuBackend final : public Backend {
   const int64_t decode_split_keys_ = decode_split_keys_requested();
   const int decode_attention_warps_ = decode_attention_warps_requested();
   const int64_t decode_splits_forced_ = decode_splits_forced();
+  const bool prefill_attention_ = prefill_attention_requested();
   int64_t decode_wave_blocks_ = 1;  // attention split blocks that fit the GPU at once
   int64_t max_decode_splits_ = 1, split_len_prefill_ = 1, splits_prefill_ = 1;
   MemoryReport mem_;

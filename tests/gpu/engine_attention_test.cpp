@@ -1,7 +1,9 @@
-// The engine's split-K attention kernel (engine::gpu::attention) against a CPU reference in
-// double: grouped-query heads, an odd head_dim, several rows per sequence (prefill) and one
-// (decode), positions from 0 to the end of the context, fixed key ranges and keys shared evenly
-// by the splits (split_len 0, the decode mode), output poisoned with NaN before each call.
+// The engine's attention kernels against a CPU reference in double. The split-K kernel
+// (engine::gpu::attention): grouped-query heads, an odd head_dim, several rows per sequence
+// (prefill) and one (decode), positions from 0 to the end of the context, fixed key ranges and keys
+// shared evenly by the splits (split_len 0, the decode mode). The tensor-core prefill kernel
+// (prefill_attention): passes of several 64-row tiles, fused q rows. Outputs poisoned with NaN
+// before each call.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "engine/gpu_ops.hpp"
+#include "engine/prefill_attention.hpp"
 #include "gpu/gpu_test_util.hpp"
 
 using namespace sparrow;
@@ -223,5 +226,87 @@ TEST(EngineAttention, FoldedRopeMatchesUnfused) {
     }
     cudaFree(pos);
     cudaFree(d_inv);
+  }
+}
+
+// The tensor-core prefill kernel (prefill_attention.hpp) against the CPU reference in double:
+// head_dim 64 and 128, fp16 and bf16, 3 query heads per kv head, two sequences, passes of 2 to
+// 200 rows (partial 64-row tiles, several tiles) from positions 0 to 583 (key tiles partly past a
+// row's position), q packed or as a column block of a wider fused row (q_ld), scores spread and
+// peaked (q x 1, x 8). Output poisoned with NaN, with two rows past the pass that must stay NaN.
+TEST(EngineAttention, PrefillTensorCoreMatchesReference) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no GPU";
+  struct Pass {
+    int64_t count, pos0;
+  };
+  const std::vector<Pass> passes = {{2, 0},    {17, 583},  {63, 0},  {64, 1},
+                                    {65, 100}, {130, 0},   {130, 470}, {200, 400}};
+  for (int64_t hd : {64, 128}) {
+    const engine::gpu::AttentionShape s{6, 2, hd, 600};
+    const int64_t batch = 2, q_cols = s.heads * hd, fused_ld = q_cols + 2 * s.kv_heads * hd;
+    for (DType t : {DType::fp16, DType::bf16}) {
+      const HostMatrix kc = patterns::dense_random(t, batch * s.context, s.kv_heads * hd, 11);
+      const HostMatrix vc = patterns::dense_random(t, batch * s.context, s.kv_heads * hd, 12);
+      const DeviceMatrix dk = DeviceMatrix::upload(kc), dv = DeviceMatrix::upload(vc);
+      int32_t* pos = nullptr;
+      CUDA_OK(cudaMalloc(&pos, 4));
+      for (const Pass& p : passes) {
+        for (int64_t q_ld : {int64_t(0), fused_ld}) {
+          for (float q_scale : {1.0f, 8.0f}) {
+            const std::string what = "head_dim " + std::to_string(hd) + " " + dtype_name(t) +
+                                     " count " + std::to_string(p.count) + " pos0 " +
+                                     std::to_string(p.pos0) + " q_ld " + std::to_string(q_ld) +
+                                     " q x " + std::to_string(int(q_scale));
+            const int64_t rows = batch * p.count;
+            HostMatrix q = patterns::dense_random(t, rows, q_cols, 13 + p.pos0 + p.count);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t c = 0; c < q_cols; ++c) q.set(r, c, q.at(r, c) * q_scale);
+            const DeviceMatrix dq = DeviceMatrix::upload(q, q_ld);
+            DeviceMatrix dout = DeviceMatrix::alloc(t, rows + 2, q_cols);
+            dout.poison();
+            const int32_t p0 = int32_t(p.pos0);
+            CUDA_OK(cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice));
+            engine::gpu::RowLayout layout{batch, p.count, pos};
+            layout.q_ld = q_ld;
+            ASSERT_TRUE(engine::gpu::prefill_attention_fits(dq.view.data, dk.view.data,
+                                                            dv.view.data, layout, s))
+                << what;
+            const Status st = engine::gpu::prefill_attention(
+                dq.view.data, dk.view.data, dv.view.data, dout.view.data, layout, s, t, nullptr);
+            ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+            CUDA_OK(cudaDeviceSynchronize());
+            const HostMatrix y = dout.download();
+            const std::vector<double> ref = attention_ref(q, kc, vc, s, batch, p.count, p.pos0);
+            HostMatrix head(t, rows, q_cols);
+            std::memcpy(head.data(), y.data(), size_t(rows * q_cols) * dtype_size(t));
+            EXPECT_LE(reference::normalized_error(head.view(), ref), 2 * tolerance(t)) << what;
+            bool past_untouched = true;
+            for (int64_t r = rows; r < rows + 2; ++r)
+              for (int64_t c = 0; c < q_cols; ++c) past_untouched &= std::isnan(y.at(r, c));
+            EXPECT_TRUE(past_untouched) << what << ": rows past the pass were written";
+          }
+        }
+      }
+      // What does not fit is refused, not run: head_dim 72 / 256, a misaligned cache, query
+      // heads that are not whole groups of the kv heads.
+      const engine::gpu::RowLayout layout{1, 4, pos};
+      for (int64_t bad_hd : {72, 256}) {
+        const engine::gpu::AttentionShape bad{6, 2, bad_hd, 600};
+        EXPECT_FALSE(engine::gpu::prefill_attention_fits(dk.view.data, dk.view.data,
+                                                         dv.view.data, layout, bad));
+        EXPECT_EQ(engine::gpu::prefill_attention(dk.view.data, dk.view.data, dv.view.data,
+                                                 nullptr, layout, bad, t, nullptr)
+                      .code(),
+                  Code::invalid_argument);
+      }
+      const char* shifted = static_cast<const char*>(dk.view.data) + 8;
+      EXPECT_FALSE(engine::gpu::prefill_attention_fits(dk.view.data, shifted, dv.view.data,
+                                                       layout, s));
+      const engine::gpu::AttentionShape ragged{5, 2, hd, 600};
+      EXPECT_FALSE(engine::gpu::prefill_attention_fits(dk.view.data, dk.view.data, dv.view.data,
+                                                       layout, ragged));
+      cudaFree(pos);
+    }
   }
 }
