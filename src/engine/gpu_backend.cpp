@@ -18,7 +18,7 @@
 
 #include "core/cuda_check.hpp"
 #include "core/parallel.hpp"
-#include "engine/attention_splits.hpp"
+#include "engine/attention_plan.hpp"
 #include "engine/gpu_ops.hpp"
 #include "engine/prefill_attention.hpp"
 #include "engine/role_overrides.hpp"
@@ -152,9 +152,9 @@ int64_t decode_splits_forced() {
   return std::max(0, kernels::env_knob("SPARROW_ENGINE_ATTN_SPLITS", 0));
 }
 
-// Prefill passes' attention on the tensor cores (prefill_attention.hpp) where it fits, unless
-// SPARROW_ENGINE_PREFILL_ATTENTION=0 (experiment knob, read when a backend is made): then the
-// split-K kernel, as decode steps use.
+// Prefill passes' attention on the tensor cores (prefill_attention.hpp) where it fits and pays
+// (prefill_on_tensor_cores), unless SPARROW_ENGINE_PREFILL_ATTENTION=0 (experiment knob, read when
+// a backend is made): then the split-K kernel, as decode steps use.
 bool prefill_attention_requested() {
   return kernels::env_knob("SPARROW_ENGINE_PREFILL_ATTENTION", 1) != 0;
 }
@@ -750,7 +750,7 @@ class GpuBackend final : public Backend {
   }
 
   // Splits of a decode step's attention for `batch` sequences at position `pos`
-  // (attention_splits.hpp); each split's blocks share the keys evenly.
+  // (attention_plan.hpp); each split's blocks share the keys evenly.
   int64_t decode_splits(int batch, int64_t pos) const {
     if (decode_splits_forced_ > 0) return decode_splits_forced_;
     return decode_attention_splits(batch, shape_.heads, pos, decode_split_keys_,
@@ -817,7 +817,7 @@ class GpuBackend final : public Backend {
         SPARROW_RETURN_IF_ERROR(mark("rope"));
       }
       const bool tensor_core_attention =
-          !decode && prefill_attention_ &&
+          !decode && prefill_attention_ && prefill_on_tensor_cores(R) &&
           gpu::prefill_attention_fits(q, k_cache_[li].get(), v_cache_[li].get(), qkv_rows, shape_);
       if (!overrides_.skip_attention && tensor_core_attention) {
         SPARROW_RETURN_IF_ERROR(gpu::prefill_attention(q, k_cache_[li].get(), v_cache_[li].get(),

@@ -1,16 +1,17 @@
-// decode_attention_splits: the GPU backend's rule for a decode step's attention splits.
-#include "engine/attention_splits.hpp"
+// The GPU backend's attention rules: a decode step's splits, the prefill kernel.
+#include "engine/attention_plan.hpp"
 
 #include <gtest/gtest.h>
 
 using sparrow::engine::decode_attention_splits;
+using sparrow::engine::prefill_on_tensor_cores;
 
 namespace {
 // The 7B on the H200: 32 heads, 2 resident 16-warp blocks on each of 132 SMs, 256 keys a split.
 constexpr int64_t kHeads = 32, kWave = 264, kKeys = 256, kMax = 1 << 20;
 }  // namespace
 
-TEST(AttentionSplits, OneSplitPer256KeysReadRoundedUpToAPowerOfTwo) {
+TEST(AttentionPlan, OneSplitPer256KeysReadRoundedUpToAPowerOfTwo) {
   EXPECT_EQ(decode_attention_splits(1, kHeads, 0, kKeys, kWave, kMax), 1);
   EXPECT_EQ(decode_attention_splits(1, kHeads, 254, kKeys, kWave, kMax), 1);  // 255 keys
   EXPECT_EQ(decode_attention_splits(1, kHeads, 255, kKeys, kWave, kMax), 1);  // 256 keys
@@ -19,7 +20,7 @@ TEST(AttentionSplits, OneSplitPer256KeysReadRoundedUpToAPowerOfTwo) {
   EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, kKeys, kWave, kMax), 8);
 }
 
-TEST(AttentionSplits, BlocksOfTheStepFitOneWave) {
+TEST(AttentionPlan, BlocksOfTheStepFitOneWave) {
   // 2048 keys at batch 1 ask for 9 -> 16 splits: 512 blocks, 264 resident; 8 splits (256) fit.
   EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, kMax), 8);
   EXPECT_EQ(decode_attention_splits(1, kHeads, 4000, kKeys, kWave, kMax), 8);
@@ -35,14 +36,23 @@ TEST(AttentionSplits, BlocksOfTheStepFitOneWave) {
   EXPECT_EQ(decode_attention_splits(1, kHeads, 4000, kKeys, 0, kMax), 1);
 }
 
-TEST(AttentionSplits, AtMostTheBuffersSplits) {
+TEST(AttentionPlan, AtMostTheBuffersSplits) {
   // The backend's partials buffer holds ceil(context / 256) splits: 9 for a 2192-key context.
   EXPECT_EQ(decode_attention_splits(1, 8, 2100, kKeys, kWave, 9), 9);
   EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, 9), 8);
   EXPECT_EQ(decode_attention_splits(1, kHeads, 2100, kKeys, kWave, 1), 1);
 }
 
-TEST(AttentionSplits, KeysPerSplitIsTheKnob) {
+TEST(AttentionPlan, KeysPerSplitIsTheKnob) {
   EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, 512, kWave, kMax), 4);  // 3 needed
   EXPECT_EQ(decode_attention_splits(1, kHeads, 1100, 2048, kWave, kMax), 1);
+}
+
+TEST(AttentionPlan, PrefillPassesOf32RowsOrMoreRunOnTheTensorCores) {
+  EXPECT_FALSE(prefill_on_tensor_cores(2));
+  EXPECT_FALSE(prefill_on_tensor_cores(16));  // pp16 at batch 1
+  EXPECT_FALSE(prefill_on_tensor_cores(31));
+  EXPECT_TRUE(prefill_on_tensor_cores(32));
+  EXPECT_TRUE(prefill_on_tensor_cores(64));  // pp16 at batch 4, pp64 at batch 1
+  EXPECT_TRUE(prefill_on_tensor_cores(512));
 }

@@ -1,5 +1,6 @@
-// How many blocks a decode step's attention splits each (row, head)'s keys into: the GPU backend's
-// rule, a pure function so it is tested on the CPU (tests/cpu/attention_splits_test.cpp).
+// Which attention kernel a pass of the GPU backend runs and how many blocks a decode step splits
+// each (row, head)'s keys into: the backend's rules, pure functions so they are tested on the CPU
+// (tests/cpu/attention_plan_test.cpp).
 #pragma once
 
 #include <algorithm>
@@ -25,5 +26,14 @@ inline int64_t decode_attention_splits(int64_t rows, int64_t heads, int64_t pos,
   while (n > 1 && rows * heads * n > wave_blocks) n /= 2;
   return std::max<int64_t>(1, std::min(n, max_splits));
 }
+
+// Whether a prefill pass of `rows` query rows (batch x tokens) runs the tensor-core kernel
+// (prefill_attention.hpp) rather than the split-K one. Its blocks take 64 rows of a head and
+// cost about the same with 16 rows as with 64, where the split-K kernel's cost grows with the
+// rows: 7B dense on the H200 at a cache of 2048 keys (session 54), pp16 at batch 1 ran 2013
+// against 2350 t/s, pp16 at batch 4 (64 rows) 8097 against 4700, pp64 at batch 1 8303 against
+// 4668. Below 32 rows the split-K kernel.
+constexpr int64_t kTensorCorePrefillMinRows = 32;
+inline bool prefill_on_tensor_cores(int64_t rows) { return rows >= kTensorCorePrefillMinRows; }
 
 }  // namespace sparrow::engine
