@@ -22,10 +22,12 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/cuda_check.hpp"
 #include "engine/prefill_attention.hpp"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/device_info.hpp"
 #include "kernels/element.cuh"
 #include "kernels/tensor_core/mma.cuh"
 
@@ -39,17 +41,19 @@ using kernels::tc::cp_async_wait;
 using kernels::tc::ldmatrix_x4;
 using kernels::tc::smem_addr;
 
-// The tile configuration: 4 warps of 16 query rows each, key tiles of 64, two stages.
-template <int D>
+// The tile configuration: WARPS warps of 16 query rows each, key tiles of 64, STAGES copies in
+// flight. Shipped: 4 warps, 2 stages (SPARROW_ENGINE_PREFILL_WARPS=8 and
+// SPARROW_ENGINE_PREFILL_STAGES=3 select the others, experiment knobs read once).
+template <int D, int WARPS, int STAGES>
 struct PrefillTile {
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = WARPS;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16 * kWarps;  // BLK_Q: query rows per block
   static constexpr int kKeys = 64;           // BLK_K: keys per shared-memory tile
   // Elements per shared-memory row: D + 8, so the 8 rows one ldmatrix phase reads start 16 bytes
   // apart in bank space (no conflicts).
   static constexpr int kPitch = D + 8;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = STAGES;
   // (stage, K | V, BLK_K, kPitch) elements of 2 bytes.
   static constexpr size_t kSmemBytes = size_t(kStages) * 2 * kKeys * kPitch * 2;
 };
@@ -76,14 +80,14 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
 
 // Block (query tile, head, sequence). Warp w owns rows 16 w .. 16 w + 15 of the tile; lane
 // (g = lane / 4, t = lane % 4) holds rows g and g + 8 of it (the mma fragment layout).
-template <class T, int D>
-__global__ void __launch_bounds__(PrefillTile<D>::kThreads)
+template <class T, class C>
+__global__ void __launch_bounds__(C::kThreads)
     prefill_attention_kernel(const T* q, const T* k_cache, const T* v_cache, T* out,
                              RowLayout rows, AttentionShape s) {
-  using C = PrefillTile<D>;
+  constexpr int D = C::kPitch - 8;
   kernels::begin_dependent();  // q and the caches come from the kernels before
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* smem = reinterpret_cast<T*>(smem_raw);  // (kStages, 2, BLK_K, kPitch)
+  T* smem = reinterpret_cast<T*>(smem_raw);  // (kStages, K | V, BLK_K, kPitch)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t head = blockIdx.y, b = blockIdx.z;
   const int64_t i0 = int64_t(blockIdx.x) * C::kRows;
@@ -95,24 +99,28 @@ __global__ void __launch_bounds__(PrefillTile<D>::kThreads)
   const T* vb = v_cache + b * s.context * kvd + kvh * D;
 
   // Key tile kt into stage st: 16-byte pieces, keys past n_keys zero-filled (never read from the
-  // cache: positions past the pass's last row are unwritten).
+  // cache: positions past the pass's last row are unwritten). Past the last tile an empty group
+  // is committed, so every iteration waits for the same count.
+  const int64_t n_tiles = (n_keys + C::kKeys - 1) / C::kKeys;
   auto load_tile = [&](int64_t kt, int st) {
-    T* ks = smem + size_t(st) * 2 * C::kKeys * C::kPitch;
-    T* vs = ks + C::kKeys * C::kPitch;
-    constexpr int kPiecesPerKey = D / 8;
+    if (kt < n_tiles) {
+      T* ks = smem + size_t(st) * 2 * C::kKeys * C::kPitch;
+      T* vs = ks + C::kKeys * C::kPitch;
+      constexpr int kPiecesPerKey = D / 8;
 #pragma unroll
-    for (int p = threadIdx.x; p < C::kKeys * kPiecesPerKey; p += C::kThreads) {
-      const int key = p / kPiecesPerKey, c = (p % kPiecesPerKey) * 8;
-      const int64_t j = kt * C::kKeys + key;
-      const bool in = j < n_keys;
-      const int64_t at = (in ? j : 0) * kvd + c;
-      cp_async16(ks + key * C::kPitch + c, kb + at, in ? 16 : 0);
-      cp_async16(vs + key * C::kPitch + c, vb + at, in ? 16 : 0);
+      for (int p = threadIdx.x; p < C::kKeys * kPiecesPerKey; p += C::kThreads) {
+        const int key = p / kPiecesPerKey, c = (p % kPiecesPerKey) * 8;
+        const int64_t j = kt * C::kKeys + key;
+        const bool in = j < n_keys;
+        const int64_t at = (in ? j : 0) * kvd + c;
+        cp_async16(ks + key * C::kPitch + c, kb + at, in ? 16 : 0);
+        cp_async16(vs + key * C::kPitch + c, vb + at, in ? 16 : 0);
+      }
     }
     cp_async_commit();
   };
-  const int64_t n_tiles = (n_keys + C::kKeys - 1) / C::kKeys;
-  load_tile(0, 0);
+#pragma unroll
+  for (int st = 0; st + 1 < C::kStages; ++st) load_tile(st, st);
 
   // Q's A fragments for the whole pass: qa[kk] covers dims 16 kk .. 16 kk + 15 of rows g, g + 8.
   const int64_t q_ld = rows.q_ld ? rows.q_ld : s.heads * D;
@@ -141,16 +149,16 @@ __global__ void __launch_bounds__(PrefillTile<D>::kThreads)
   for (int nd = 0; nd < D / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // l: this lane's share
 
+  int stage = 0;  // kt % kStages
   for (int64_t kt = 0; kt < n_tiles; ++kt) {
-    if (kt + 1 < n_tiles) {
-      load_tile(kt + 1, int((kt + 1) & 1));
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    // Tile kt has landed once at most kStages - 2 later groups are pending; the barrier also
+    // says every warp is done with tile kt - 1, whose stage the next copy overwrites.
+    cp_async_wait<C::kStages - 2>();
     __syncthreads();
-    const T* ks = smem + size_t(kt & 1) * 2 * C::kKeys * C::kPitch;  // (BLK_K, kPitch)
-    const T* vs = ks + C::kKeys * C::kPitch;                         // (BLK_K, kPitch)
+    load_tile(kt + C::kStages - 1, stage == 0 ? C::kStages - 1 : stage - 1);
+    const T* ks = smem + size_t(stage) * 2 * C::kKeys * C::kPitch;  // (BLK_K, kPitch)
+    const T* vs = ks + C::kKeys * C::kPitch;                        // (BLK_K, kPitch)
+    stage = stage + 1 == C::kStages ? 0 : stage + 1;
 
     // S = Q K^T: s_acc[nt] is keys 8 nt .. 8 nt + 7 of the tile.
     float s_acc[C::kKeys / 8][4];
@@ -159,16 +167,21 @@ __global__ void __launch_bounds__(PrefillTile<D>::kThreads)
       s_acc[nt][0] = s_acc[nt][1] = s_acc[nt][2] = s_acc[nt][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
+      // A k-step's K fragments, all loaded before its mmas: the asm statements keep program
+      // order, so an ldmatrix just before each pair of mmas would expose its latency every time.
+      // Matrices: keys 16 np + (0..7 | 8..15) x dims 16 kk + (0..7 | 8..15); lane groups of 8
+      // address (keys lo, dims lo), (keys lo, dims hi), (keys hi, dims lo), (keys hi, dims hi).
+      uint32_t kf[C::kKeys / 16][4];
 #pragma unroll
       for (int np = 0; np < C::kKeys / 16; ++np) {
-        // Matrices: keys 16 np + (0..7 | 8..15) x dims 16 kk + (0..7 | 8..15); lane groups of 8
-        // address (keys lo, dims lo), (keys lo, dims hi), (keys hi, dims lo), (keys hi, dims hi).
-        uint32_t kf[4];
         const int key = 16 * np + (lane & 7) + ((lane >> 4) << 3);
         const int dim = 16 * kk + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4(kf, ks + key * C::kPitch + dim);
-        mma_16816<T>(s_acc[2 * np], qa[kk], kf[0], kf[1]);
-        mma_16816<T>(s_acc[2 * np + 1], qa[kk], kf[2], kf[3]);
+        ldmatrix_x4(kf[np], ks + key * C::kPitch + dim);
+      }
+#pragma unroll
+      for (int np = 0; np < C::kKeys / 16; ++np) {
+        mma_16816<T>(s_acc[2 * np], qa[kk], kf[np][0], kf[np][1]);
+        mma_16816<T>(s_acc[2 * np + 1], qa[kk], kf[np][2], kf[np][3]);
       }
     }
 
@@ -218,20 +231,23 @@ __global__ void __launch_bounds__(PrefillTile<D>::kThreads)
       }
       const uint32_t pa[4] = {pack2<T>(p[0][0], p[0][1]), pack2<T>(p[0][2], p[0][3]),
                               pack2<T>(p[1][0], p[1][1]), pack2<T>(p[1][2], p[1][3])};
+      // The step's V fragments, all loaded before its mmas (as K's above). Transposed matrices:
+      // keys 16 kk2 + (0..7 | 8..15) x dims 16 dp + (0..7 | 8..15); lane groups address (keys
+      // lo, dims lo), (keys hi, dims lo), (keys lo, dims hi), (keys hi, dims hi): the B fragments
+      // (b0, b1) of dim tiles 2 dp and 2 dp + 1.
+      uint32_t vf[D / 16][4];
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
-        // Transposed matrices: keys 16 kk2 + (0..7 | 8..15) x dims 16 dp + (0..7 | 8..15); lane
-        // groups address (keys lo, dims lo), (keys hi, dims lo), (keys lo, dims hi), (keys hi,
-        // dims hi): the B fragments (b0, b1) of dim tiles 2 dp and 2 dp + 1.
-        uint32_t vf[4];
         const int key = 16 * kk2 + (lane & 7) + ((lane >> 3) & 1) * 8;
         const int dim = 16 * dp + (lane >> 4) * 8;
-        ldmatrix_x4_trans(vf, vs + key * C::kPitch + dim);
-        mma_16816<T>(o[2 * dp], pa, vf[0], vf[1]);
-        mma_16816<T>(o[2 * dp + 1], pa, vf[2], vf[3]);
+        ldmatrix_x4_trans(vf[dp], vs + key * C::kPitch + dim);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        mma_16816<T>(o[2 * dp], pa, vf[dp][0], vf[dp][1]);
+        mma_16816<T>(o[2 * dp + 1], pa, vf[dp][2], vf[dp][3]);
       }
     }
-    __syncthreads();  // the next iteration's copy overwrites this stage
   }
 
   // The row sums over the quad, then O / l into the output rows of the pass.
@@ -255,11 +271,10 @@ __global__ void __launch_bounds__(PrefillTile<D>::kThreads)
   }
 }
 
-template <class T, int D>
+template <class T, class C>
 Status launch(const void* q, const void* k_cache, const void* v_cache, void* out,
               const RowLayout& rows, const AttentionShape& s, Stream stream) {
-  using C = PrefillTile<D>;
-  auto kernel = prefill_attention_kernel<T, D>;
+  auto kernel = prefill_attention_kernel<T, C>;
   SPARROW_RETURN_IF_ERROR(cuda_status(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(C::kSmemBytes)),
@@ -271,6 +286,25 @@ Status launch(const void* q, const void* k_cache, const void* v_cache, void* out
                              static_cast<const T*>(q), static_cast<const T*>(k_cache),
                              static_cast<const T*>(v_cache), static_cast<T*>(out), rows, s),
       "prefill_attention launch");
+}
+
+// Runtime head_dim and the experiment knobs -> the kernel template, in one place.
+template <class T>
+Status dispatch(const void* q, const void* k_cache, const void* v_cache, void* out,
+                const RowLayout& rows, const AttentionShape& s, Stream stream) {
+  static const int warps = kernels::env_knob("SPARROW_ENGINE_PREFILL_WARPS", 4) == 8 ? 8 : 4;
+  static const int stages = kernels::env_knob("SPARROW_ENGINE_PREFILL_STAGES", 2) == 3 ? 3 : 2;
+  auto with = [&](auto d) -> Status {
+    constexpr int D = decltype(d)::value;
+    if (warps == 8) {
+      return stages == 3 ? launch<T, PrefillTile<D, 8, 3>>(q, k_cache, v_cache, out, rows, s, stream)
+                         : launch<T, PrefillTile<D, 8, 2>>(q, k_cache, v_cache, out, rows, s, stream);
+    }
+    return stages == 3 ? launch<T, PrefillTile<D, 4, 3>>(q, k_cache, v_cache, out, rows, s, stream)
+                       : launch<T, PrefillTile<D, 4, 2>>(q, k_cache, v_cache, out, rows, s, stream);
+  };
+  return s.head_dim == 64 ? with(std::integral_constant<int, 64>{})
+                          : with(std::integral_constant<int, 128>{});
 }
 
 }  // namespace
@@ -294,14 +328,11 @@ Status prefill_attention(const void* q, const void* k_cache, const void* v_cache
         "prefill_attention: head_dim 64 or 128, whole query groups, q pairs 4-byte aligned and "
         "caches 16-byte aligned");
   }
-  const bool d64 = s.head_dim == 64;
   switch (t) {
     case DType::fp16:
-      return d64 ? launch<__half, 64>(q, k_cache, v_cache, out, rows, s, stream)
-                 : launch<__half, 128>(q, k_cache, v_cache, out, rows, s, stream);
+      return dispatch<__half>(q, k_cache, v_cache, out, rows, s, stream);
     case DType::bf16:
-      return d64 ? launch<__nv_bfloat16, 64>(q, k_cache, v_cache, out, rows, s, stream)
-                 : launch<__nv_bfloat16, 128>(q, k_cache, v_cache, out, rows, s, stream);
+      return dispatch<__nv_bfloat16>(q, k_cache, v_cache, out, rows, s, stream);
     default:
       return unsupported("prefill_attention runs fp16 or bf16");
   }

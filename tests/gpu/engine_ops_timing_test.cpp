@@ -1,6 +1,6 @@
 // A timing of the engine's non-matmul kernels at the Llama-2-7B decode shapes (one token; hidden
 // 4096, 32 heads of 128, intermediate 11008, vocab 32000), to see what a decode step spends
-// outside the weight reads. Runs only when SPARROW_ENGINE_TIMING=1, e.g.
+// outside the weight reads, and of a 512-row prefill pass's attention (Llama7bPrefillPass). Runs only when SPARROW_ENGINE_TIMING=1, e.g.
 //   SPARROW_ENGINE_TIMING=1 sparrow_gpu_tests --gtest_filter='EngineOpsTiming.*'
 // Each op is captured 100 times back to back in a CUDA graph (as a decode step runs) and the
 // graph replayed 20 times; the median replay / 100 is the op's cost including the gap between
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/gpu_ops.hpp"
+#include "engine/prefill_attention.hpp"
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/rotated_timing.hpp"
 
@@ -171,5 +172,60 @@ TEST(EngineOpsTiming, Llama7bDecodeStep) {
   cudaFree(w);
   cudaFree(inv);
   cudaFree(ids);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// A 7B prefill pass of 512 rows (batch 1) from positions 0 and 3072 of a 4096 context:
+// rope_and_cache, the tensor-core attention (prefill_attention) and the split-K kernel as the
+// engine ran prefill before it (4 splits of 1024 keys). The caches stay in L2 between calls, as
+// in a pass (64 MB for both at 4096 keys). TFLOPS count both products over the keys each row sees.
+TEST(EngineOpsTiming, Llama7bPrefillPass) {
+  const char* on = std::getenv("SPARROW_ENGINE_TIMING");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set SPARROW_ENGINE_TIMING=1 to run";
+  const DType t = DType::fp16;
+  const int64_t heads = 32, hd = 128, hidden = heads * hd, ctx = 4096, count = 512;
+  const engine::gpu::AttentionShape shape{heads, heads, hd, ctx};
+  void* q = device_random(size_t(count * hidden), t, 1);
+  void* k = device_random(size_t(count * hidden), t, 2);
+  void* v = device_random(size_t(count * hidden), t, 3);
+  void* out = device_random(size_t(count * hidden), t, 4);
+  void* kc = device_random(size_t(ctx * hidden), t, 5);
+  void* vc = device_random(size_t(ctx * hidden), t, 6);
+  float* inv = nullptr;
+  cudaMalloc(&inv, size_t(hd / 2) * 4);
+  cudaMemset(inv, 0, size_t(hd / 2) * 4);
+  int32_t* pos = nullptr;
+  cudaMalloc(&pos, 4);
+  float* partials = nullptr;
+  cudaMalloc(&partials, engine::gpu::attention_partials_floats(count, shape, 4) * 4);
+  std::printf("| op (7B prefill pass, 512 rows) | µs per call | TFLOPS |\n|---|---|---|\n");
+  for (int32_t p0 : {0, 3072}) {
+    cudaMemcpy(pos, &p0, 4, cudaMemcpyHostToDevice);
+    const engine::gpu::RowLayout rows{1, count, pos};
+    // Both products: 4 * head_dim flops per (row, head, key seen).
+    const double keys = double(count) * double(p0) + double(count) * double(count + 1) / 2;
+    const double flops = 4.0 * double(hd) * double(heads) * keys;
+    auto row = [&](const std::string& name, double us, bool with_flops) {
+      EXPECT_GE(us, 0.0) << name << ": an op failed while timed";
+      std::printf("| %s (from %d) | %.2f | %s |\n", name.c_str(), p0, us,
+                  with_flops ? std::to_string(flops / us * 1e-6).c_str() : "");
+    };
+    row("rope_and_cache", time_op([&](cudaStream_t s, int) {
+          return engine::gpu::rope_and_cache(q, k, v, kc, vc, inv, rows, shape, t, s);
+        }),
+        false);
+    row("prefill_attention", time_op([&](cudaStream_t s, int) {
+          return engine::gpu::prefill_attention(q, kc, vc, out, rows, shape, t, s);
+        }),
+        true);
+    row("attention (split-K, 4 x 1024)", time_op([&](cudaStream_t s, int) {
+          return engine::gpu::attention(q, kc, vc, out, partials, rows, shape, 1024, 4, t, s);
+        }),
+        true);
+  }
+  for (void* p : {q, k, v, out, kc, vc}) cudaFree(p);
+  cudaFree(inv);
+  cudaFree(pos);
+  cudaFree(partials);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
