@@ -243,7 +243,8 @@ class GpuBackend final : public Backend {
     }
     shape_ = {c.heads, c.kv_heads, c.head_dim, context_};
     // Decode attention: up to one split per decode_split_keys_ keys of the context (decode_splits
-    // picks the count per position). Prefill rows use up to 4 splits of fixed ranges.
+    // picks the count per position). Prefill passes the tensor-core kernel does not take
+    // (prefill_on_tensor_cores, prefill_attention_fits) use up to 4 splits of fixed ranges.
     max_decode_splits_ = std::max((context_ + decode_split_keys_ - 1) / decode_split_keys_,
                                   decode_splits_forced_);
     splits_prefill_ = std::min<int64_t>(4, (context_ + 127) / 128);

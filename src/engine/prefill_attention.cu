@@ -7,7 +7,7 @@
 // at a cache of 3072 keys. Here a block takes 64 query rows of one head, so a key tile in shared
 // memory serves 64 rows, and both products run as mma.m16n8k16 (FlashAttention-2's scheme):
 //
-//   per key tile (BLK_K = 64 keys, copied with cp.async, double-buffered):
+//   per key tile (BLK_K = 64 keys, copied with cp.async, kStages tiles in flight):
 //     S = Q K^T             (16, 64) per warp: Q's A fragments stay in registers for the pass,
 //                           K's B fragments come from ldmatrix (keys are rows of K, dims along
 //                           them: the "col-major B" the mma wants);
@@ -296,12 +296,11 @@ Status dispatch(const void* q, const void* k_cache, const void* v_cache, void* o
   static const int stages = kernels::env_knob("SPARROW_ENGINE_PREFILL_STAGES", 2) == 3 ? 3 : 2;
   auto with = [&](auto d) -> Status {
     constexpr int D = decltype(d)::value;
-    if (warps == 8) {
-      return stages == 3 ? launch<T, PrefillTile<D, 8, 3>>(q, k_cache, v_cache, out, rows, s, stream)
-                         : launch<T, PrefillTile<D, 8, 2>>(q, k_cache, v_cache, out, rows, s, stream);
-    }
-    return stages == 3 ? launch<T, PrefillTile<D, 4, 3>>(q, k_cache, v_cache, out, rows, s, stream)
-                       : launch<T, PrefillTile<D, 4, 2>>(q, k_cache, v_cache, out, rows, s, stream);
+    auto go = [&](auto tile) {
+      return launch<T, decltype(tile)>(q, k_cache, v_cache, out, rows, s, stream);
+    };
+    if (warps == 8) return stages == 3 ? go(PrefillTile<D, 8, 3>{}) : go(PrefillTile<D, 8, 2>{});
+    return stages == 3 ? go(PrefillTile<D, 4, 3>{}) : go(PrefillTile<D, 4, 2>{});
   };
   return s.head_dim == 64 ? with(std::integral_constant<int, 64>{})
                           : with(std::integral_constant<int, 128>{});

@@ -3,9 +3,10 @@
 // cached keys 0 .. the last row's position in tiles of 64, FlashAttention-2 style
 // (prefill_attention.cu says how). k and v must already be in the caches (rope_and_cache).
 // fp16 / bf16, head_dim 64 or 128, heads a multiple of kv_heads, q pairs 4-byte aligned and the
-// caches 16-byte aligned (prefill_attention_fits); gpu::attention sends prefill passes here when
-// they fit. The probabilities are rounded to the element type before the P V product (as in
-// FlashAttention), so results differ from the split-K kernel's in the last bits.
+// caches 16-byte aligned (prefill_attention_fits); the GPU backend sends prefill passes here when
+// they fit and pay (attention_plan.hpp). The probabilities are rounded to the element type before
+// the P V product (as in FlashAttention), so results differ from the split-K kernel's in the last
+// bits.
 #pragma once
 
 #include "engine/gpu_ops.hpp"

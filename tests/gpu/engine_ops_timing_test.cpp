@@ -1,6 +1,7 @@
 // A timing of the engine's non-matmul kernels at the Llama-2-7B decode shapes (one token; hidden
 // 4096, 32 heads of 128, intermediate 11008, vocab 32000), to see what a decode step spends
-// outside the weight reads, and of a 512-row prefill pass's attention (Llama7bPrefillPass). Runs only when SPARROW_ENGINE_TIMING=1, e.g.
+// outside the weight reads, and of a 512-row prefill pass's attention (Llama7bPrefillPass). Runs
+// only when SPARROW_ENGINE_TIMING=1, e.g.
 //   SPARROW_ENGINE_TIMING=1 sparrow_gpu_tests --gtest_filter='EngineOpsTiming.*'
 // Each op is captured 100 times back to back in a CUDA graph (as a decode step runs) and the
 // graph replayed 20 times; the median replay / 100 is the op's cost including the gap between
