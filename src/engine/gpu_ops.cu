@@ -270,11 +270,12 @@ __global__ void argmax_kernel(const T* logits, int32_t* out, int64_t vocab, Gree
 
 // ---- rotary embeddings + KV cache ---------------------------------------------------------------
 
-// Rotates the pair (x[j], x[j + half]) of one head by pos * inv_freq[j] (fp32 angle as HF
-// computes it; HF's rotate_half convention), rounded to T. The one rotation both rope_cache_kernel
-// and the folded decode path use, so the two give the same bits. rope_angle and rope_rotate are
-// its two halves: the folded decode path works the angle out before waiting for the previous
-// kernel (it depends on no activation) and rotates after.
+// Rotates the pair (x1, x2) = (x[j], x[j + half]) of one head by pos * inv_freq[j] (fp32 angle
+// as HF computes it; HF's rotate_half convention), rounded to T. The one rotation both
+// rope_cache_kernel and the folded decode path use, so the two give the same bits: each product
+// and the sum are rounded on their own (__fmul_rn / __fadd_rn keep the compiler from contracting
+// them into an fma in one caller and not the other). rope_angle is the half that depends on no
+// activation: the folded decode path works it out before waiting for the previous kernel.
 struct RopeAngle {
   float sn = 0.0f, cs = 0.0f;
 };
@@ -284,47 +285,101 @@ __device__ __forceinline__ RopeAngle rope_angle(int64_t j, int64_t pos, const fl
   return a;
 }
 template <class T>
+__device__ __forceinline__ void rope_rotate_values(float x1, float x2, RopeAngle a, T& lo, T& hi) {
+  lo = from_float<T>(__fadd_rn(__fmul_rn(x1, a.cs), -__fmul_rn(x2, a.sn)));
+  hi = from_float<T>(__fadd_rn(__fmul_rn(x2, a.cs), __fmul_rn(x1, a.sn)));
+}
+template <class T>
 __device__ __forceinline__ void rope_rotate(const T* x, int64_t j, int64_t half, RopeAngle a,
                                             T& lo, T& hi) {
-  const float x1 = to_float(x[j]), x2 = to_float(x[j + half]);
-  lo = from_float<T>(x1 * a.cs - x2 * a.sn);
-  hi = from_float<T>(x2 * a.cs + x1 * a.sn);
-}
-template <class T>
-__device__ __forceinline__ void rope_pair(const T* x, int64_t j, int64_t half, int64_t pos,
-                                          const float* inv_freq, T& lo, T& hi) {
-  rope_rotate(x, j, half, rope_angle(j, pos, inv_freq), lo, hi);
+  rope_rotate_values(to_float(x[j]), to_float(x[j + half]), a, lo, hi);
 }
 
-// Block (row, head) over the q heads then the kv heads; thread j rotates the pair
-// (j, j + head_dim/2) by pos * inv_freq[j] (HF's rotate_half convention); k and v land in the
-// caches. One block per row with a loop over every head measured 18.8 µs per decode step on the
-// H100 (a serial chain of sincosf per thread); a block per head runs in ~2 µs.
-template <class T>
+// V elements of T as one load or store (V = 2: 4 bytes).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Elems {
+  T e[V];
+};
+
+// Block (row, group of heads): the row's rotation angles into shared memory once (sin then cos
+// of pos * inv_freq[j] for the half = head_dim / 2 pairs), then each thread rotates items of V
+// adjacent pairs (V-element loads at j and j + half) of the group's heads: q heads in place, kv
+// heads from k into the key cache; then the group's kv heads' values are copied into the value
+// cache (16 bytes at a time where both rows allow it). Heads count q heads first, then kv heads.
+// A thread issues the loads of kItems items before their stores, so a thread's round trips to
+// memory overlap (q is rotated in place: the compiler cannot move a later load above a store).
+//
+// Why this shape: the previous kernel ran a block of head_dim / 2 threads per (row, head), each
+// thread its own sincosf and one pair: 32768 blocks of 64 threads for a 7B prefill pass of 512
+// rows, which took 39.7 µs (H200, session 54) to move ~25 MB.
+constexpr int kRopeThreads = 256;
+constexpr int kRopeItems = 4;  // items in flight per thread
+template <class T, int V>
 __global__ void rope_cache_kernel(T* q, const T* k, const T* v, T* k_cache, T* v_cache,
-                                  const float* inv_freq, RowLayout rows, AttentionShape s) {
+                                  const float* inv_freq, RowLayout rows, AttentionShape s,
+                                  int64_t heads_per_block, bool wide_values) {
+  extern __shared__ float rope_angles[];  // (2, half): sin, then cos
   kernels::begin_dependent();  // reads activations at once (dependent_launch.cuh)
-  const int64_t r = blockIdx.x, head = blockIdx.y;
+  const int64_t r = blockIdx.x;
   const int64_t b = r / rows.count, i = r % rows.count;
   const int64_t pos = int64_t(rows.pos0[0]) + i;
   const int64_t hd = s.head_dim, half = hd / 2;
   const int64_t qd = s.heads * hd, kvd = s.kv_heads * hd;
   const int64_t qld = rows.q_ld ? rows.q_ld : qd, kvld = rows.kv_ld ? rows.kv_ld : kvd;
+  const int64_t h0 = int64_t(blockIdx.y) * heads_per_block;
+  const int64_t h1 = min(h0 + heads_per_block, s.heads + s.kv_heads);
+  float* sn = rope_angles;
+  float* cs = rope_angles + half;
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    if (head < s.heads) {
-      T* h = q + r * qld + head * hd;
-      rope_pair(h, j, half, pos, inv_freq, h[j], h[j + half]);
-    } else {
-      const int64_t kh = head - s.heads;
-      T* kc = k_cache + (b * s.context + pos) * kvd + kh * hd;
-      rope_pair(k + r * kvld + kh * hd, j, half, pos, inv_freq, kc[j], kc[j + half]);
+    const RopeAngle a = rope_angle(j, pos, inv_freq);
+    sn[j] = a.sn;
+    cs[j] = a.cs;
+  }
+  __syncthreads();
+  T* q_row = q + r * qld;
+  const T* k_row = k + r * kvld;
+  T* kc_row = k_cache + (b * s.context + pos) * kvd;
+  using E = Elems<T, V>;
+  const int64_t per_head = half / V;
+  const int64_t items = (h1 - h0) * per_head;
+  for (int64_t it0 = threadIdx.x; it0 < items; it0 += int64_t(kRopeItems) * blockDim.x) {
+    E lo[kRopeItems], hi[kRopeItems];
+#pragma unroll
+    for (int u = 0; u < kRopeItems; ++u) {
+      const int64_t it = it0 + int64_t(u) * blockDim.x;
+      if (it >= items) break;
+      const int64_t head = h0 + it / per_head, j = (it % per_head) * V;
+      const T* src = head < s.heads ? q_row + head * hd : k_row + (head - s.heads) * hd;
+      lo[u] = *reinterpret_cast<const E*>(src + j);
+      hi[u] = *reinterpret_cast<const E*>(src + j + half);
+    }
+#pragma unroll
+    for (int u = 0; u < kRopeItems; ++u) {
+      const int64_t it = it0 + int64_t(u) * blockDim.x;
+      if (it >= items) break;
+      const int64_t head = h0 + it / per_head, j = (it % per_head) * V;
+      T* dst = head < s.heads ? q_row + head * hd : kc_row + (head - s.heads) * hd;
+      E olo, ohi;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        rope_rotate_values(to_float(lo[u].e[e]), to_float(hi[u].e[e]),
+                           RopeAngle{sn[j + e], cs[j + e]}, olo.e[e], ohi.e[e]);
+      *reinterpret_cast<E*>(dst + j) = olo;
+      *reinterpret_cast<E*>(dst + j + half) = ohi;
     }
   }
-  if (head >= s.heads) {
-    const int64_t kh = head - s.heads;
-    const T* vr = v + r * kvld + kh * hd;
-    T* vc = v_cache + (b * s.context + pos) * kvd + kh * hd;
-    for (int64_t e = threadIdx.x; e < hd; e += blockDim.x) vc[e] = vr[e];
+  // The values of the group's kv heads [kv0, kv1).
+  const int64_t kv0 = max(h0, s.heads) - s.heads, kv1 = max(h1, s.heads) - s.heads;
+  if (kv0 >= kv1) return;
+  const T* v_src = v + r * kvld + kv0 * hd;
+  T* v_dst = v_cache + (b * s.context + pos) * kvd + kv0 * hd;
+  const int64_t n = (kv1 - kv0) * hd;
+  if (wide_values) {  // n, v_src and v_dst in whole 16-byte words (checked by the launcher)
+    constexpr int64_t kPer = 16 / int64_t(sizeof(T));
+    for (int64_t e = threadIdx.x; e < n / kPer; e += blockDim.x)
+      reinterpret_cast<uint4*>(v_dst)[e] = reinterpret_cast<const uint4*>(v_src)[e];
+  } else {
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) v_dst[e] = v_src[e];
   }
 }
 
@@ -726,16 +781,42 @@ Status rms_norm(const void* x, const float* w, float eps, void* out, int64_t row
 Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void* v_cache,
                       const float* inv_freq, const RowLayout& rows, const AttentionShape& s,
                       DType t, Stream stream) {
+  if (s.head_dim <= 0 || s.head_dim % 2 != 0 || s.heads <= 0 || s.kv_heads <= 0 ||
+      s.heads % s.kv_heads != 0)
+    return invalid_argument("rope_and_cache: head_dim must be even and positive and the q heads a "
+                            "multiple of the kv heads (got head_dim " +
+                            std::to_string(s.head_dim) + ", " + std::to_string(s.heads) + " / " +
+                            std::to_string(s.kv_heads) + " heads)");
   return dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads + s.kv_heads));
-    const unsigned threads =
-        unsigned(std::min<int64_t>(128, std::max<int64_t>(32, s.head_dim / 2)));
-    return cuda_status(
-        launch_kernel(kDependent, rope_cache_kernel<T>, grid, dim3(threads), 0, stream,
-                      static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                      static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s),
-        "rope_and_cache launch");
+    const int64_t hd = s.head_dim, half = hd / 2;
+    const int64_t kvd = s.kv_heads * hd;
+    const int64_t qld = rows.q_ld ? rows.q_ld : s.heads * hd, kvld = rows.kv_ld ? rows.kv_ld : kvd;
+    auto aligned = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+    // Two pairs per item where every row and head offset is even and the rows 4-byte aligned.
+    const bool pairs = half % 2 == 0 && qld % 2 == 0 && kvld % 2 == 0 &&
+                       aligned(q, 4) && aligned(k, 4) && aligned(k_cache, 4);
+    const int64_t es = int64_t(sizeof(T));
+    const bool wide_values = (hd * es) % 16 == 0 && (kvld * es) % 16 == 0 &&
+                             (kvd * es) % 16 == 0 && aligned(v, 16) && aligned(v_cache, 16);
+    // Heads per block: about kRopeItems items per thread, so a short pass (a decode step run
+    // unfused, a few rows) still spreads over several blocks a row.
+    const int64_t per_head = std::max<int64_t>(1, half / (pairs ? 2 : 1));
+    const int64_t heads = s.heads + s.kv_heads;
+    const int64_t heads_per_block = std::clamp<int64_t>(
+        int64_t(kRopeItems) * kRopeThreads / per_head, 1, heads);
+    const dim3 grid(unsigned(rows.batch * rows.count),
+                    unsigned((heads + heads_per_block - 1) / heads_per_block));
+    const size_t smem = size_t(2 * std::max<int64_t>(half, 1)) * sizeof(float);
+    auto launch = [&](auto kernel) {
+      return cuda_status(
+          launch_kernel(kDependent, kernel, grid, dim3(kRopeThreads), smem, stream,
+                        static_cast<T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                        static_cast<T*>(k_cache), static_cast<T*>(v_cache), inv_freq, rows, s,
+                        heads_per_block, wide_values),
+          "rope_and_cache launch");
+    };
+    return pairs ? launch(rope_cache_kernel<T, 2>) : launch(rope_cache_kernel<T, 1>);
   });
 }
 

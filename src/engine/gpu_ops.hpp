@@ -22,8 +22,9 @@ Status rms_norm(const void* x, const float* weight, float eps, void* out, int64_
                 int64_t hidden, DType t, Stream stream);
 
 // The rows of one pass: `batch` sequences x `count` tokens, row r = b * count + i at position
-// *pos0 + i. Rotates q (rows, heads * head_dim) in place and k, and writes k and v into the
-// caches (batch, context, kv_heads, head_dim) at their positions.
+// *pos0 + i. rope_and_cache rotates q (rows, heads * head_dim) in place and k, and writes k and
+// v into the caches (batch, context, kv_heads, head_dim) at their positions; head_dim must be
+// even and heads a multiple of kv_heads (invalid_argument otherwise).
 struct RowLayout {
   int64_t batch = 1, count = 1;
   const int32_t* pos0 = nullptr;  // device: position of each sequence's first row in this pass

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -192,9 +193,13 @@ TEST(EngineOpsTiming, Llama7bPrefillPass) {
   void* out = device_random(size_t(count * hidden), t, 4);
   void* kc = device_random(size_t(ctx * hidden), t, 5);
   void* vc = device_random(size_t(ctx * hidden), t, 6);
+  // Llama's rotation frequencies (theta 10000), so the timed angles are real ones.
+  std::vector<float> inv_host(size_t(hd / 2));
+  for (int64_t j = 0; j < hd / 2; ++j)
+    inv_host[size_t(j)] = float(std::pow(10000.0, -2.0 * double(j) / double(hd)));
   float* inv = nullptr;
-  cudaMalloc(&inv, size_t(hd / 2) * 4);
-  cudaMemset(inv, 0, size_t(hd / 2) * 4);
+  cudaMalloc(&inv, inv_host.size() * 4);
+  cudaMemcpy(inv, inv_host.data(), inv_host.size() * 4, cudaMemcpyHostToDevice);
   int32_t* pos = nullptr;
   cudaMalloc(&pos, 4);
   float* partials = nullptr;
