@@ -35,6 +35,11 @@ Status Backend::decode_greedy(const int32_t* first, int batch, int64_t steps,
   return {};
 }
 
+Result<Backend::WeightRead> Backend::time_weight_read(int) {
+  return unsupported(std::string("the ") + name() +
+                     " backend does not time weight reads (the GPU backend does)");
+}
+
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,
                             const SamplingParams& sampling, bool stop_at_eos) {
   SPARROW_RETURN_IF_ERROR(sampling.check());

@@ -497,6 +497,48 @@ class GpuBackend final : public Backend {
   MemoryReport memory() const override { return mem_; }
   LoadReport load_report() const override { return load_; }
 
+  Result<WeightRead> time_weight_read(int reps) override {
+    if (reps < 1) return invalid_argument("time_weight_read: reps must be >= 1");
+    // Every matmul weight of the step, kMaxReadArrays arrays to a launch, each launch a full
+    // streaming read (every SM, everything read at once: ReadPlan's defaults).
+    std::vector<gpu::ReadArrays> launches;
+    WeightRead out;
+    auto add = [&](const Weight& w) {
+      for (const ArrayBytes& a : arrays_of(w)) {
+        if (launches.empty() || launches.back().count == gpu::kMaxReadArrays)
+          launches.emplace_back();
+        gpu::ReadArrays& l = launches.back();
+        l.data[l.count] = a.data;
+        l.bytes[l.count] = a.bytes;
+        ++l.count;
+        out.bytes += a.bytes;
+      }
+    };
+    for (const DeviceLayer& L : layers_)
+      for (const Weight* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gate_up})
+        add(*w);
+    add(lm_head_);
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    for (cudaEvent_t& e : ev) SPARROW_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    std::vector<double> times;
+    Status st;
+    for (int r = 0; r <= reps && st.ok(); ++r) {  // run 0 warms up
+      st = cuda_status(cudaEventRecord(ev[0], stream_), "weight read");
+      for (size_t i = 0; i < launches.size() && st.ok(); ++i)
+        st = gpu::read_arrays(launches[i], gpu::ReadPlan{}, stream_);
+      if (st.ok()) st = cuda_status(cudaEventRecord(ev[1], stream_), "weight read");
+      if (st.ok()) st = cuda_status(cudaEventSynchronize(ev[1]), "weight read");
+      float ms = 0;
+      if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, ev[0], ev[1]), "weight read");
+      if (st.ok() && r > 0) times.push_back(double(ms) * 1e-3);
+    }
+    for (cudaEvent_t e : ev) cudaEventDestroy(e);
+    SPARROW_RETURN_IF_ERROR(st);
+    std::sort(times.begin(), times.end());
+    out.seconds = times[times.size() / 2];
+    return out;
+  }
+
   Status forward(const int32_t* tokens, int batch, int64_t count, bool all_logits,
                  std::vector<float>& logits) override {
     SPARROW_RETURN_IF_ERROR(check_forward_args(*this, tokens, batch, count));

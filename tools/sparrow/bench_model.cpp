@@ -198,6 +198,18 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   // own (the CPU backend's fp32 panels, reported on the memory line).
   const engine::MemoryReport held_mem = backend->memory();
   const size_t size_bytes = held_mem.held_as ? model->weight_bytes() : held_mem.model_bytes;
+  // The tg rows' bound on the GPU, measured on this device in this process: a step cannot take
+  // less than one plain read of its weights (batch tokens a step). Skipped where the backend
+  // does not time it (the CPU backend).
+  std::optional<engine::Backend::WeightRead> bound;
+  constexpr int kBoundReps = 20;
+  if (auto w = backend->time_weight_read(kBoundReps); w.ok()) {
+    bound = w.value();
+  } else if (w.status().code() != Code::unsupported) {
+    std::fprintf(stderr, "sparrow bench-model: %s\n", w.status().to_string().c_str());
+    return 1;
+  }
+  std::string bound_rows;  // "b1 tg128 84.3 %, ..."
   for (int batch : group.batches) {
     for (int64_t depth : depths) {
       for (int test = 0; test < 2; ++test) {
@@ -237,6 +249,15 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
           row["formats"] = formats;
           row["formats_picked_for_n"] = group.pick_n;
         }
+        if (bound && !pp) {
+          const double bound_tps = double(batch) / bound->seconds;
+          row["weight_read_bound_tokens_per_second"] = bound_tps;
+          row["fraction_of_weight_read_bound"] = s.mean / bound_tps;
+          char part[96];
+          std::snprintf(part, sizeof part, "%sb%d %s %.1f %%", bound_rows.empty() ? "" : ", ",
+                        batch, test_name.c_str(), 100.0 * s.mean / bound_tps);
+          bound_rows += part;
+        }
         rows.push_back(row);
       }
     }
@@ -257,6 +278,14 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
               human_bytes(mem.held_as ? model->weight_bytes() : mem.model_bytes).c_str(),
               human_bytes(model->dense_weight_bytes()).c_str(), held.c_str(),
               human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
+  if (bound) {
+    std::printf("%s at sparsity %.2f: a decode step's weights (%s) read once by a plain streaming "
+                "kernel in %.0f µs (%.2f TB/s, median of %d), a bound of %.1f steps/s; the tg "
+                "rows at it: %s\n\n",
+                model->name.c_str(), measured_sparsity, human_bytes(bound->bytes).c_str(),
+                bound->seconds * 1e6, double(bound->bytes) / bound->seconds * 1e-12, kBoundReps,
+                1.0 / bound->seconds, bound_rows.c_str());
+  }
   std::fflush(stdout);  // before the next model's stderr line
   rows.back()["memory"] = {{"model_bytes", mem.model_bytes},
                            {"kv_cache_bytes", mem.kv_cache_bytes},

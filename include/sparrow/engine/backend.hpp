@@ -68,6 +68,14 @@ class Backend {
                                const StepFn& on_step);
   virtual MemoryReport memory() const = 0;
   virtual LoadReport load_report() const { return {}; }
+  // The bound weight reads put on a decode step: the median over `reps` (>= 1) timed runs of one
+  // plain streaming read of every array of every matmul weight a step multiplies by (each
+  // layer's and lm_head's), nothing computed. GPU only (unsupported on the CPU backend).
+  struct WeightRead {
+    size_t bytes = 0;
+    double seconds = 0;
+  };
+  virtual Result<WeightRead> time_weight_read(int reps);
 };
 
 // fp32 arithmetic on the host; every linear layer held as a plain fp32 dense copy of its decoded
