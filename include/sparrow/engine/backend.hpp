@@ -68,12 +68,17 @@ class Backend {
                                const StepFn& on_step);
   virtual MemoryReport memory() const = 0;
   virtual LoadReport load_report() const { return {}; }
-  // The bound weight reads put on a decode step: the median over `reps` (>= 1) timed runs of one
-  // plain streaming read of every array of every matmul weight a step multiplies by (each
-  // layer's and lm_head's), nothing computed. GPU only (unsupported on the CPU backend).
+  // The bound weight reads put on a decode step, measured on the device the backend runs on:
+  // the bytes of every array of every matmul weight a step multiplies by (each layer's and
+  // lm_head's), and the device's read bandwidth as the median over `reps` (>= 1) timed runs of
+  // one plain streaming read (nothing computed) of the model's largest weight arrays. A step
+  // takes at least step_bytes / bandwidth. GPU only (unsupported on the CPU backend).
   struct WeightRead {
-    size_t bytes = 0;
-    double seconds = 0;
+    size_t step_bytes = 0;  // what a decode step reads of its weights
+    size_t read_bytes = 0;  // what the timed read read
+    double read_seconds = 0;
+    double bandwidth() const { return read_seconds > 0 ? double(read_bytes) / read_seconds : 0; }
+    double step_seconds() const { return double(step_bytes) / bandwidth(); }
   };
   virtual Result<WeightRead> time_weight_read(int reps);
 };
