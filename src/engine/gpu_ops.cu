@@ -578,7 +578,7 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 // loads 2 bytes per lane and takes one key per warp at a time: at 4097 keys it measured 53 µs per
 // layer against ~22 µs of bytes). A warp holds 32 / G keys per step and two steps' loads in
 // flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
-template <class T, int G, int W>
+template <class T, int G, int W, int P>
 __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
                                            float* partials, T* out, RowLayout rows,
                                            AttentionShape s,
@@ -612,13 +612,23 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     kv = *reinterpret_cast<const uint4*>(kbase + j * kvd);
     vv = *reinterpret_cast<const uint4*>(vbase + j * kvd);
   };
-  // Key j of this lane: begin + (step * W + warp) * kKeys + kk.
+  // Key j of this lane at step 0: begin + warp * kKeys + kk; step st adds st * kStride. Slot u
+  // of the ring (kr, vr) holds step u of each group of P steps: consumed, then refilled with the
+  // step P later, so the P - 1 steps after it are in flight while a step computes (P = 2: the
+  // next one, as before session 55).
+  constexpr int64_t kStride = int64_t(W) * kKeys;
   int64_t j = begin + int64_t(warp) * kKeys + kk;
-  uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+  uint4 kr[P], vr[P];
   RopeAngle angle;
+#pragma unroll
+  for (int u = 0; u < P; ++u) kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
   if (early) {
     if (int64_t(threadIdx.x) < hd / 2) angle = rope_angle(threadIdx.x, pos, rope.inv_freq);
-    if (j < end && j != pos) load_cached(j, kv, vv);
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const int64_t ju = j + u * kStride;
+      if (ju < end && ju != pos) load_cached(ju, kr[u], vr[u]);
+    }
     kernels::wait_for_previous();
   }
   if (!has_keys_or_write_empty(begin, end, part)) return;
@@ -635,7 +645,6 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  constexpr int64_t kStride = int64_t(W) * kKeys;
   auto load = [&](int64_t j, uint4& kv, uint4& vv) {
     if (new_key && j == pos) {  // the new key, from shared memory
       kv = *reinterpret_cast<const uint4*>(kv_new + 8 * g);
@@ -644,38 +653,46 @@ __global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T
       load_cached(j, kv, vv);
     }
   };
-  if (!early) {
-    load(j, kv, vv);
-  } else if (new_key && j == pos) {  // the first step's new key: from shared memory, now
-    load(j, kv, vv);
-  }
-  for (int64_t j0 = begin + int64_t(warp) * kKeys; j0 < end; j0 += kStride, j += kStride) {
-    uint4 kn = make_uint4(0, 0, 0, 0), vn = kn;  // the next step's key, in flight meanwhile
-    load(j + kStride, kn, vn);
-    const uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w}, vw[4] = {vv.x, vv.y, vv.z, vv.w};
-    float dot = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 kf = unpack2<T>(kw[e]);
-      dot += qv[2 * e] * kf.x + qv[2 * e + 1] * kf.y;
+  for (int u = 0; u < P; ++u) {
+    const int64_t ju = j + u * kStride;
+    if (!early) {
+      load(ju, kr[u], vr[u]);
+    } else if (new_key && ju == pos) {  // a first group's new key: from shared memory, now
+      load(ju, kr[u], vr[u]);
     }
+  }
+  for (int64_t j0 = begin + int64_t(warp) * kKeys; j0 < end; j0 += P * kStride, j += P * kStride) {
 #pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (j < end) {  // a lane group past the split's end keeps its state
-      const float m_new = fmaxf(m, dot);
-      const float corr = __expf(m - m_new);
-      const float p = __expf(dot - m_new);
-      l = l * corr + p;
+    for (int u = 0; u < P; ++u) {
+      if (j0 + u * kStride >= end) break;  // the warp's keys are done (the same for every lane)
+      const int64_t ju = j + u * kStride;
+      const uint32_t kw[4] = {kr[u].x, kr[u].y, kr[u].z, kr[u].w};
+      const uint32_t vw[4] = {vr[u].x, vr[u].y, vr[u].z, vr[u].w};
+      float dot = 0.0f;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float2 vf = unpack2<T>(vw[e]);
-        acc[2 * e] = acc[2 * e] * corr + p * vf.x;
-        acc[2 * e + 1] = acc[2 * e + 1] * corr + p * vf.y;
+        const float2 kf = unpack2<T>(kw[e]);
+        dot += qv[2 * e] * kf.x + qv[2 * e + 1] * kf.y;
       }
-      m = m_new;
+#pragma unroll
+      for (int o = G / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (ju < end) {  // a lane group past the split's end keeps its state
+        const float m_new = fmaxf(m, dot);
+        const float corr = __expf(m - m_new);
+        const float p = __expf(dot - m_new);
+        l = l * corr + p;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 vf = unpack2<T>(vw[e]);
+          acc[2 * e] = acc[2 * e] * corr + p * vf.x;
+          acc[2 * e + 1] = acc[2 * e + 1] * corr + p * vf.y;
+        }
+        m = m_new;
+      }
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);  // the slot's next step, P steps later
+      load(ju + P * kStride, kr[u], vr[u]);
     }
-    kv = kn;
-    vv = vn;
   }
   // Merge the warp's key slots (lanes g, g + G, ...) into lanes 0..G-1.
 #pragma unroll
@@ -738,15 +755,24 @@ struct SplitKernel {
   decltype(&attention_split_kernel<T>) kernel;
   int warps;
 };
+// Steps in flight of the vectorised kernel: kStepsInFlight as a rule; kDeepStepsInFlight for
+// 16-warp blocks in a grid of at most one block per SM (a decode step early in the cache: one
+// split per head), where more registers cost no residency and the key loop's few steps would
+// otherwise each wait for memory. 16 warps x 2 keys a step (head_dim 128) x 8 steps: 256 keys,
+// all in flight before the wait for the previous kernel.
+constexpr int kStepsInFlight = 2;
+constexpr int kDeepStepsInFlight = 8;
 template <class T>
-SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps) {
+SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, bool deep) {
   SplitKernel<T> k{attention_split_kernel<T>, kAttnWarps};
   auto vec = [&](auto g) {
     constexpr int G = decltype(g)::value;
+    constexpr int P = kStepsInFlight;
     k.warps = block_warps;
-    k.kernel = block_warps == 16  ? attention_split_vec_kernel<T, G, 16>
-               : block_warps == 8 ? attention_split_vec_kernel<T, G, 8>
-                                  : attention_split_vec_kernel<T, G, 4>;
+    k.kernel = block_warps == 16 ? (deep ? attention_split_vec_kernel<T, G, 16, kDeepStepsInFlight>
+                                         : attention_split_vec_kernel<T, G, 16, P>)
+               : block_warps == 8 ? attention_split_vec_kernel<T, G, 8, P>
+                                  : attention_split_vec_kernel<T, G, 4, P>;
   };
   if (aligned && head_dim == 64) vec(std::integral_constant<int, 8>{});
   if (aligned && head_dim == 128) vec(std::integral_constant<int, 16>{});
@@ -848,7 +874,13 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps);
+    static const bool deep_allowed = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1) != 0;
+    bool deep = false;
+    if (deep_allowed && block_warps == 16) {
+      SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
+      deep = int64_t(grid.x) * grid.y * grid.z <= dev.sm_count;
+    }
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps, deep);
     FoldedRope<T> fold;
     if (rope) {
       fold = {static_cast<const T*>(rope->k), static_cast<const T*>(rope->v),
@@ -875,7 +907,8 @@ Result<int> attention_blocks_per_sm(const AttentionShape& s, DType t, int block_
   int per_sm = 0;
   SPARROW_RETURN_IF_ERROR(dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps);
+    // The kernel of grids larger than the SM count (the question is only asked for those).
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps, false);
     return cuda_status(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split.kernel,
                                                                      32 * split.warps, 0),
                        "attention occupancy");

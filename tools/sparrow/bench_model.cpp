@@ -282,10 +282,10 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
               human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
   if (bound) {
     std::printf("%s at sparsity %.2f: a decode step's weights (%s) at the read bandwidth measured "
-                "here (%.2f TB/s: a plain streaming read of the %s of its largest weight arrays, "
-                "median of %d) bound it at %.1f steps/s; the tg rows at that bound: %s\n\n",
+                "here (%.2f TB/s: %d plain streaming reads of the %s of its largest weight "
+                "arrays) bound it at %.1f steps/s; the tg rows at that bound: %s\n\n",
                 model->name.c_str(), measured_sparsity, human_bytes(bound->step_bytes).c_str(),
-                bound->bandwidth() * 1e-12, human_bytes(bound->read_bytes).c_str(), kBoundReps,
+                bound->bandwidth() * 1e-12, kBoundReps, human_bytes(bound->read_bytes).c_str(),
                 1.0 / bound->step_seconds(), bound_rows.c_str());
   }
   std::fflush(stdout);  // before the next model's stderr line

@@ -70,8 +70,8 @@ class Backend {
   virtual LoadReport load_report() const { return {}; }
   // The bound weight reads put on a decode step, measured on the device the backend runs on:
   // the bytes of every array of every matmul weight a step multiplies by (each layer's and
-  // lm_head's), and the device's read bandwidth as the median over `reps` (>= 1) timed runs of
-  // one plain streaming read (nothing computed) of the model's largest weight arrays. A step
+  // lm_head's), and the device's read bandwidth as the mean of `reps` (>= 1) back-to-back plain
+  // streaming reads (nothing computed) of the model's largest weight arrays. A step
   // takes at least step_bytes / bandwidth. GPU only (unsupported on the CPU backend).
   struct WeightRead {
     size_t step_bytes = 0;  // what a decode step reads of its weights
