@@ -755,24 +755,28 @@ struct SplitKernel {
   decltype(&attention_split_kernel<T>) kernel;
   int warps;
 };
-// Steps in flight of the vectorised kernel: kStepsInFlight as a rule; kDeepStepsInFlight for
-// 16-warp blocks in a grid of at most one block per SM (a decode step early in the cache: one
-// split per head), where more registers cost no residency and the key loop's few steps would
-// otherwise each wait for memory. 16 warps x 2 keys a step (head_dim 128) x 8 steps: 256 keys,
-// all in flight before the wait for the previous kernel.
+// Steps in flight of the vectorised kernel: kStepsInFlight as a rule. Grids of at most one
+// block per SM (a decode step early in the cache: one split per head) may take a deeper ring,
+// where more registers cost no residency among the attention blocks themselves and the key
+// loop's few steps would otherwise each wait for memory (SPARROW_ENGINE_ATTN_DEEP, experiment
+// knob: 0 none, 1 16 warps x 8 steps, 2 16 warps x 4 steps, 3 8 warps x 8 steps).
 constexpr int kStepsInFlight = 2;
-constexpr int kDeepStepsInFlight = 8;
 template <class T>
-SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, bool deep) {
+SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, int deep) {
   SplitKernel<T> k{attention_split_kernel<T>, kAttnWarps};
   auto vec = [&](auto g) {
     constexpr int G = decltype(g)::value;
     constexpr int P = kStepsInFlight;
     k.warps = block_warps;
-    k.kernel = block_warps == 16 ? (deep ? attention_split_vec_kernel<T, G, 16, kDeepStepsInFlight>
-                                         : attention_split_vec_kernel<T, G, 16, P>)
+    k.kernel = block_warps == 16 ? attention_split_vec_kernel<T, G, 16, P>
                : block_warps == 8 ? attention_split_vec_kernel<T, G, 8, P>
                                   : attention_split_vec_kernel<T, G, 4, P>;
+    if (deep == 1) k.kernel = attention_split_vec_kernel<T, G, 16, 8>;
+    if (deep == 2) k.kernel = attention_split_vec_kernel<T, G, 16, 4>;
+    if (deep == 3) {
+      k.kernel = attention_split_vec_kernel<T, G, 8, 8>;
+      k.warps = 8;
+    }
   };
   if (aligned && head_dim == 64) vec(std::integral_constant<int, 8>{});
   if (aligned && head_dim == 128) vec(std::integral_constant<int, 16>{});
@@ -874,11 +878,11 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    static const bool deep_allowed = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1) != 0;
-    bool deep = false;
-    if (deep_allowed && block_warps == 16) {
+    static const int deep_knob = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1);
+    int deep = 0;
+    if (deep_knob >= 1 && deep_knob <= 3 && block_warps == 16) {
       SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
-      deep = int64_t(grid.x) * grid.y * grid.z <= dev.sm_count;
+      if (int64_t(grid.x) * grid.y * grid.z <= dev.sm_count) deep = deep_knob;
     }
     const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps, deep);
     FoldedRope<T> fold;
@@ -908,7 +912,7 @@ Result<int> attention_blocks_per_sm(const AttentionShape& s, DType t, int block_
   SPARROW_RETURN_IF_ERROR(dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     // The kernel of grids larger than the SM count (the question is only asked for those).
-    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps, false);
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps, 0);
     return cuda_status(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split.kernel,
                                                                      32 * split.warps, 0),
                        "attention occupancy");
