@@ -578,8 +578,11 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 // loads 2 bytes per lane and takes one key per warp at a time: at 4097 keys it measured 53 µs per
 // layer against ~22 µs of bytes). A warp holds 32 / G keys per step and two steps' loads in
 // flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
+// With two steps in flight the block keeps to 64 registers a thread (32 / W blocks of W warps fill
+// an SM's register file): the engine's split rule sizes decode grids by this kernel's occupancy,
+// and 16-warp blocks at 65 or more would halve it.
 template <class T, int G, int W, int P>
-__global__ void attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
+__global__ void __launch_bounds__(32 * W, P == 2 ? 32 / W : 1) attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
                                            float* partials, T* out, RowLayout rows,
                                            AttentionShape s,
                                            int64_t split_len, int64_t n_splits,
@@ -755,28 +758,31 @@ struct SplitKernel {
   decltype(&attention_split_kernel<T>) kernel;
   int warps;
 };
-// Steps in flight of the vectorised kernel: kStepsInFlight as a rule. Grids of at most one
-// block per SM (a decode step early in the cache: one split per head) may take a deeper ring,
-// where more registers cost no residency among the attention blocks themselves and the key
-// loop's few steps would otherwise each wait for memory (SPARROW_ENGINE_ATTN_DEEP, experiment
-// knob: 0 none, 1 16 warps x 8 steps, 2 16 warps x 4 steps, 3 8 warps x 8 steps).
+// Steps in flight of the vectorised kernel: kStepsInFlight as a rule. A grid of at most one
+// block per SM (a decode step early in the cache: one split per head) runs kDeepWarps-warp blocks
+// with kDeepSteps steps in flight instead: at a 16..144-key tg128 context (8 warps x 2 keys a step
+// at head_dim 128) up to 128 keys load before the wait for qkv, where 16 warps x 2 steps load 64
+// and then wait for memory at every step. The block holds ~120 registers a thread, 256 threads:
+// as many registers as the 16-warp block at 64, which is what decides it. Blocks launch early
+// (dependent launch) and sit on their SMs while the qkv matmul still runs; 16 warps x 8 steps
+// (~61K registers, an SM's whole file) took those SMs from qkv: on the H200 (session 55, 7B,
+// tg128 at batch 1, one machine) 16 x 8 ran the dense model +1.0 % but 90 % -1.0 % (macko's
+// qkv) and 90 % after 512 cached tokens -2.0 %; 16 x 4 +1.3 / +0.7 / +0.1 %; 8 x 8 +1.0 / +1.8
+// / +1.7 %. SPARROW_ENGINE_ATTN_DEEP=0 (experiment knob, read once) keeps the 16 x 2 blocks.
 constexpr int kStepsInFlight = 2;
+constexpr int kDeepWarps = 8;
+constexpr int kDeepSteps = 8;
 template <class T>
-SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, int deep) {
+SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, bool deep) {
   SplitKernel<T> k{attention_split_kernel<T>, kAttnWarps};
   auto vec = [&](auto g) {
     constexpr int G = decltype(g)::value;
     constexpr int P = kStepsInFlight;
-    k.warps = block_warps;
-    k.kernel = block_warps == 16 ? attention_split_vec_kernel<T, G, 16, P>
-               : block_warps == 8 ? attention_split_vec_kernel<T, G, 8, P>
-                                  : attention_split_vec_kernel<T, G, 4, P>;
-    if (deep == 1) k.kernel = attention_split_vec_kernel<T, G, 16, 8>;
-    if (deep == 2) k.kernel = attention_split_vec_kernel<T, G, 16, 4>;
-    if (deep == 3) {
-      k.kernel = attention_split_vec_kernel<T, G, 8, 8>;
-      k.warps = 8;
-    }
+    k.warps = deep ? kDeepWarps : block_warps;
+    k.kernel = deep                ? attention_split_vec_kernel<T, G, kDeepWarps, kDeepSteps>
+               : block_warps == 16 ? attention_split_vec_kernel<T, G, 16, P>
+               : block_warps == 8  ? attention_split_vec_kernel<T, G, 8, P>
+                                   : attention_split_vec_kernel<T, G, 4, P>;
   };
   if (aligned && head_dim == 64) vec(std::integral_constant<int, 8>{});
   if (aligned && head_dim == 128) vec(std::integral_constant<int, 16>{});
@@ -878,11 +884,13 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     const dim3 grid(unsigned(rows.batch * rows.count), unsigned(s.heads), unsigned(n_splits));
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
-    static const int deep_knob = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1);
-    int deep = 0;
-    if (deep_knob >= 1 && deep_knob <= 3 && block_warps == 16) {
+    // The deep blocks replace 16-warp ones (the engine's decode blocks) in grids of at most one
+    // block per SM (split_kernel_for says why).
+    static const bool deep_allowed = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1) != 0;
+    bool deep = false;
+    if (deep_allowed && block_warps == 16) {
       SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
-      if (int64_t(grid.x) * grid.y * grid.z <= dev.sm_count) deep = deep_knob;
+      deep = int64_t(grid.x) * grid.y * grid.z <= dev.sm_count;
     }
     const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps, deep);
     FoldedRope<T> fold;
@@ -912,7 +920,7 @@ Result<int> attention_blocks_per_sm(const AttentionShape& s, DType t, int block_
   SPARROW_RETURN_IF_ERROR(dispatch_dtype(t, [&](auto tag) -> Status {
     using T = decltype(tag);
     // The kernel of grids larger than the SM count (the question is only asked for those).
-    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps, 0);
+    const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, true, block_warps, false);
     return cuda_status(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, split.kernel,
                                                                      32 * split.warps, 0),
                        "attention occupancy");
