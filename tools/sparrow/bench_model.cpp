@@ -208,6 +208,9 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   } else if (w.status().code() != Code::unsupported) {
     std::fprintf(stderr, "sparrow bench-model: %s\n", w.status().to_string().c_str());
     return 1;
+  } else if (gpu) {  // e.g. no room for the read buffer: the rows run, without their bound
+    std::fprintf(stderr, "sparrow bench-model: the tg bound is not measured: %s\n",
+                 w.status().message().c_str());
   }
   std::string bound_rows;  // "b1 tg128 84.3 %, ..."
   for (int batch : group.batches) {
@@ -282,8 +285,9 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
               human_bytes(mem.kv_cache_bytes).c_str(), device.c_str());
   if (bound) {
     std::printf("%s at sparsity %.2f: a decode step's weights (%s) at the read bandwidth measured "
-                "here (%.2f TB/s: %d plain streaming reads of the %s of its largest weight "
-                "arrays) bound it at %.1f steps/s; the tg rows at that bound: %s\n\n",
+                "here (%.2f TB/s: %d plain streaming reads of a %s buffer, as `sparrow bench` "
+                "measures its ceiling) bound it at %.1f steps/s; the tg rows at that bound: "
+                "%s\n\n",
                 model->name.c_str(), measured_sparsity, human_bytes(bound->step_bytes).c_str(),
                 bound->bandwidth() * 1e-12, kBoundReps, human_bytes(bound->read_bytes).c_str(),
                 1.0 / bound->step_seconds(), bound_rows.c_str());

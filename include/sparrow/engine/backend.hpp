@@ -71,8 +71,9 @@ class Backend {
   // The bound weight reads put on a decode step, measured on the device the backend runs on:
   // the bytes of every array of every matmul weight a step multiplies by (each layer's and
   // lm_head's), and the device's read bandwidth as the mean of `reps` (>= 1) back-to-back plain
-  // streaming reads (nothing computed) of the model's largest weight arrays. A step
-  // takes at least step_bytes / bandwidth. GPU only (unsupported on the CPU backend).
+  // streaming reads (nothing computed) of a 1 GiB buffer, as `sparrow bench` measures its
+  // ceiling. A step takes at least step_bytes / bandwidth. GPU only: unsupported on the CPU
+  // backend, and where the device has no room for the buffer.
   struct WeightRead {
     size_t step_bytes = 0;  // what a decode step reads of its weights
     size_t read_bytes = 0;  // what the timed read read
