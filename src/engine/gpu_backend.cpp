@@ -497,51 +497,13 @@ class GpuBackend final : public Backend {
   MemoryReport memory() const override { return mem_; }
   LoadReport load_report() const override { return load_; }
 
-  Result<WeightRead> time_weight_read(int reps) override {
-    if (reps < 1) return invalid_argument("time_weight_read: reps must be >= 1");
-    // Every array of every matmul weight of the step: the bytes a step reads.
-    WeightRead out;
+  Result<size_t> decode_weight_bytes() const override {
+    size_t bytes = 0;
     for (const DeviceLayer& L : layers_)
       for (const Weight* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gate_up})
-        for (const ArrayBytes& a : arrays_of(*w)) out.step_bytes += a.bytes;
-    for (const ArrayBytes& a : arrays_of(lm_head_)) out.step_bytes += a.bytes;
-    // The bandwidth as `sparrow bench` measures its ceiling: one 1 GiB buffer, plain launches.
-    // Reading the model's own four largest arrays with dependent launches measured 3.99-4.08
-    // TB/s on the H200 (4.13 with plain ones) where the bench's 1 GiB read measured 4.55 in the
-    // same call (session 55, c6; not explained), and the lower bandwidth would flatter the rows.
-    constexpr size_t kReadBytes = size_t(1) << 30;
-    auto buf = DeviceArray::alloc(kReadBytes);
-    if (!buf.ok()) {
-      (void)cudaGetLastError();  // the failed allocation is not the next launch's error
-      return unsupported("no room on the device for the 1 GiB buffer the read bandwidth is "
-                         "measured on");
-    }
-    SPARROW_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf.value().get(), 0xA5, kReadBytes, stream_));
-    gpu::ReadArrays read;
-    read.data[0] = buf.value().get();
-    read.bytes[0] = kReadBytes;
-    read.count = 1;
-    out.read_bytes = kReadBytes;
-    gpu::ReadPlan plan;
-    plan.dependent = false;
-    // Warm-up reads, then `reps` reads back to back between two events (their mean).
-    constexpr int kWarmup = 3;
-    cudaEvent_t ev[2] = {nullptr, nullptr};
-    Status st;
-    for (cudaEvent_t& e : ev)
-      if (st.ok()) st = cuda_status(cudaEventCreate(&e), "weight read");
-    for (int r = 0; r < kWarmup && st.ok(); ++r) st = gpu::read_arrays(read, plan, stream_);
-    if (st.ok()) st = cuda_status(cudaEventRecord(ev[0], stream_), "weight read");
-    for (int r = 0; r < reps && st.ok(); ++r) st = gpu::read_arrays(read, plan, stream_);
-    if (st.ok()) st = cuda_status(cudaEventRecord(ev[1], stream_), "weight read");
-    if (st.ok()) st = cuda_status(cudaEventSynchronize(ev[1]), "weight read");
-    float ms = 0;
-    if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, ev[0], ev[1]), "weight read");
-    for (cudaEvent_t e : ev)
-      if (e) cudaEventDestroy(e);
-    SPARROW_RETURN_IF_ERROR(st);
-    out.read_seconds = double(ms) * 1e-3 / reps;
-    return out;
+        for (const ArrayBytes& a : arrays_of(*w)) bytes += a.bytes;
+    for (const ArrayBytes& a : arrays_of(lm_head_)) bytes += a.bytes;
+    return bytes;
   }
 
   Status forward(const int32_t* tokens, int batch, int64_t count, bool all_logits,

@@ -973,7 +973,7 @@ Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream
                            ? SIZE_MAX
                            : plan.early_bytes_per_sm * size_t(dev.sm_count);
   if (!plan.stage_in_shared) {
-    return cuda_status(launch_kernel(plan.dependent, read_arrays_kernel, dim3(unsigned(blocks)),
+    return cuda_status(launch_kernel(kDependent, read_arrays_kernel, dim3(unsigned(blocks)),
                                      dim3(kReadThreads), 0, stream, arrays, early,
                                      static_cast<uint32_t*>(nullptr)),
                        "read_arrays launch");
@@ -994,7 +994,7 @@ Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream
       cuda_status(cudaFuncSetAttribute(read_arrays_smem_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                   "read_arrays shared memory"));
-  return cuda_status(launch_kernel(plan.dependent, read_arrays_smem_kernel, dim3(unsigned(blocks)),
+  return cuda_status(launch_kernel(kDependent, read_arrays_smem_kernel, dim3(unsigned(blocks)),
                                    dim3(kReadThreads), smem, stream, arrays, early,
                                    static_cast<uint32_t*>(nullptr)),
                      "read_arrays launch");

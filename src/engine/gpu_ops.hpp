@@ -111,9 +111,6 @@ struct ReadPlan {
   // would) instead of loaded into registers and dropped; needs a finite early_bytes_per_sm that
   // fits a block's shared memory.
   bool stage_in_shared = false;
-  // Launched as a dependent launch (the engine's chain); false: a plain launch, which waits for
-  // the previous kernel to finish (a bandwidth measurement: no two reads overlap).
-  bool dependent = true;
 };
 Status read_arrays(const ReadArrays& arrays, const ReadPlan& plan, Stream stream);
 

@@ -68,20 +68,11 @@ class Backend {
                                const StepFn& on_step);
   virtual MemoryReport memory() const = 0;
   virtual LoadReport load_report() const { return {}; }
-  // The bound weight reads put on a decode step, measured on the device the backend runs on:
-  // the bytes of every array of every matmul weight a step multiplies by (each layer's and
-  // lm_head's), and the device's read bandwidth as the mean of `reps` (>= 1) back-to-back plain
-  // streaming reads (nothing computed) of a 1 GiB buffer, as `sparrow bench` measures its
-  // ceiling. A step takes at least step_bytes / bandwidth. GPU only: unsupported on the CPU
-  // backend, and where the device has no room for the buffer.
-  struct WeightRead {
-    size_t step_bytes = 0;  // what a decode step reads of its weights
-    size_t read_bytes = 0;  // what the timed read read
-    double read_seconds = 0;
-    double bandwidth() const { return read_seconds > 0 ? double(read_bytes) / read_seconds : 0; }
-    double step_seconds() const { return double(step_bytes) / bandwidth(); }
-  };
-  virtual Result<WeightRead> time_weight_read(int reps);
+  // The bytes of every array of every matmul weight a decode step multiplies by (each layer's and
+  // lm_head's) as the backend holds them: what bench-model's tg bound divides by the device's
+  // read bandwidth. GPU only (unsupported on the CPU backend, whose fp32 panels a step reads
+  // instead).
+  virtual Result<size_t> decode_weight_bytes() const;
 };
 
 // fp32 arithmetic on the host; every linear layer held as a plain fp32 dense copy of its decoded
