@@ -37,7 +37,7 @@ Status Backend::decode_greedy(const int32_t* first, int batch, int64_t steps,
 
 Result<size_t> Backend::decode_weight_bytes() const {
   return unsupported(std::string("the ") + name() +
-                     " backend does not report a decode step's weight bytes (the GPU backend does)");
+                     " backend does not report a decode step's weight bytes (the GPU one does)");
 }
 
 Result<Generation> generate(Backend& b, const std::vector<std::vector<int32_t>>& prompts, int64_t n,

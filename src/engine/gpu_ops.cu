@@ -306,7 +306,7 @@ struct alignas(sizeof(T) * V) Elems {
 // adjacent pairs (V-element loads at j and j + half) of the group's heads: q heads in place, kv
 // heads from k into the key cache; then the group's kv heads' values are copied into the value
 // cache (16 bytes at a time where both rows allow it). Heads count q heads first, then kv heads.
-// A thread issues the loads of kItems items before their stores, so a thread's round trips to
+// A thread issues the loads of kRopeItems items before their stores, so a thread's round trips to
 // memory overlap (q is rotated in place: the compiler cannot move a later load above a store).
 //
 // Why this shape: the previous kernel ran a block of head_dim / 2 threads per (row, head), each
@@ -576,17 +576,20 @@ __global__ void attention_split_kernel(const T* q, const T* k_cache, const T* v_
 // The same block for head_dim = 8 * G (G = 8, 16, 32: head_dim 64, 128, 256), the common case:
 // G lanes share a key, each loading 8 of its dimensions as one 16-byte load (the kernel above
 // loads 2 bytes per lane and takes one key per warp at a time: at 4097 keys it measured 53 µs per
-// layer against ~22 µs of bytes). A warp holds 32 / G keys per step and two steps' loads in
+// layer against ~22 µs of bytes). A warp holds 32 / G keys per step and P steps' loads in
 // flight; each lane group keeps its own online softmax, merged by shuffles, then across warps.
-// With two steps in flight the block keeps to 64 registers a thread (32 / W blocks of W warps fill
-// an SM's register file): the engine's split rule sizes decode grids by this kernel's occupancy,
-// and 16-warp blocks at 65 or more would halve it.
+// P steps' loads in flight (a ring of P; split_kernel_for picks P, below). With
+// kStepsInFlight the block keeps to 64 registers a thread (32 / W blocks of W warps fill an SM's
+// register file): the engine's split rule sizes decode grids by this kernel's occupancy, and
+// 16-warp blocks at 65 or more would halve it.
+constexpr int kStepsInFlight = 2;
+constexpr int kDeepWarps = 8;
+constexpr int kDeepSteps = 8;
 template <class T, int G, int W, int P>
-__global__ void __launch_bounds__(32 * W, P == 2 ? 32 / W : 1) attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache,
-                                           float* partials, T* out, RowLayout rows,
-                                           AttentionShape s,
-                                           int64_t split_len, int64_t n_splits,
-                                           FoldedRope<T> rope) {
+__global__ void __launch_bounds__(32 * W, P == kStepsInFlight ? 32 / W : 1)
+    attention_split_vec_kernel(const T* q, const T* k_cache, const T* v_cache, float* partials,
+                               T* out, RowLayout rows, AttentionShape s, int64_t split_len,
+                               int64_t n_splits, FoldedRope<T> rope) {
   // Decode with the folded RoPE (`early`): the position (staged from the host before the step),
   // the rotation angles and the first step's keys and values below `pos` (written by earlier
   // steps) depend on no kernel of this step, so they are read before waiting for the previous
@@ -769,9 +772,6 @@ struct SplitKernel {
 // tg128 at batch 1, one machine) 16 x 8 ran the dense model +1.0 % but 90 % -1.0 % (macko's
 // qkv) and 90 % after 512 cached tokens -2.0 %; 16 x 4 +1.3 / +0.7 / +0.1 %; 8 x 8 +1.0 / +1.8
 // / +1.7 %. SPARROW_ENGINE_ATTN_DEEP=0 (experiment knob, read once) keeps the 16 x 2 blocks.
-constexpr int kStepsInFlight = 2;
-constexpr int kDeepWarps = 8;
-constexpr int kDeepSteps = 8;
 template <class T>
 SplitKernel<T> split_kernel_for(int64_t head_dim, bool aligned, int block_warps, bool deep) {
   SplitKernel<T> k{attention_split_kernel<T>, kAttnWarps};

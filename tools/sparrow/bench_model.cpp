@@ -214,10 +214,12 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   std::optional<Bound> bound;
   constexpr size_t kBoundReadBytes = size_t(1) << 30;
   if (auto w = backend->decode_weight_bytes(); w.ok()) {
+    int device = 0;
     cudaDeviceProp prop{};
     cudaStream_t stream = nullptr;
     Result<double> gbps = unsupported("no device");
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, device) == cudaSuccess &&
         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
       gbps = bench::measure_read_bandwidth(kBoundReadBytes, 20, prop.multiProcessorCount, stream);
       cudaStreamDestroy(stream);
