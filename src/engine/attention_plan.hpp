@@ -27,6 +27,16 @@ inline int64_t decode_attention_splits(int64_t rows, int64_t heads, int64_t pos,
   return std::max<int64_t>(1, std::min(n, max_splits));
 }
 
+// Whether a decode attention grid of `blocks` blocks (rows x heads x splits) asked in 16-warp
+// blocks runs the deep key ring instead (gpu_ops.cu, split_kernel_for: 8-warp blocks with eight
+// key steps in flight, ~120 registers a thread): only a grid of at most one block per SM, where
+// the deep block's registers (as many as a 16-warp two-step block's) cost no residency among the
+// grid's own blocks. A tg128 step of the 7B at batch 1 (32 blocks): +1.0 % dense, +1.8 % at 90 %
+// on the H200 (session 55); batch 2 and above launch more blocks than SMs.
+inline bool decode_attention_deep(int64_t blocks, int64_t sm_count, int block_warps) {
+  return block_warps == 16 && blocks <= sm_count;
+}
+
 // Whether a prefill pass of `rows` query rows (batch x tokens) runs the tensor-core kernel
 // (prefill_attention.hpp) rather than the split-K one. Its blocks take 64 rows of a head and
 // cost about the same with 16 rows as with 64, where the split-K kernel's cost grows with the

@@ -10,6 +10,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/element.cuh"
 #include "kernels/stream_read.cuh"
+#include "engine/attention_plan.hpp"
 #include "engine/gpu_ops.hpp"
 
 namespace sparrow::engine::gpu {
@@ -885,12 +886,12 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     const bool aligned =
         (reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 == 0;
     // The deep blocks replace 16-warp ones (the engine's decode blocks) in grids of at most one
-    // block per SM (split_kernel_for says why).
+    // block per SM (attention_plan.hpp; split_kernel_for says why).
     static const bool deep_allowed = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1) != 0;
     bool deep = false;
     if (deep_allowed && block_warps == 16) {
       SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
-      deep = int64_t(grid.x) * grid.y * grid.z <= dev.sm_count;
+      deep = decode_attention_deep(int64_t(grid.x) * grid.y * grid.z, dev.sm_count, block_warps);
     }
     const SplitKernel<T> split = split_kernel_for<T>(s.head_dim, aligned, block_warps, deep);
     FoldedRope<T> fold;

@@ -1,8 +1,12 @@
-// The GPU backend's attention rules: a decode step's splits, the prefill kernel.
+// The GPU backend's attention rules: a decode step's splits, its key ring, the prefill kernel;
+// and the argument checks of rope_and_cache, which refuse before anything reaches a GPU.
 #include "engine/attention_plan.hpp"
 
 #include <gtest/gtest.h>
 
+#include "engine/gpu_ops.hpp"
+
+using sparrow::engine::decode_attention_deep;
 using sparrow::engine::decode_attention_splits;
 using sparrow::engine::prefill_on_tensor_cores;
 
@@ -55,4 +59,32 @@ TEST(AttentionPlan, PrefillPassesOf32RowsOrMoreRunOnTheTensorCores) {
   EXPECT_TRUE(prefill_on_tensor_cores(32));
   EXPECT_TRUE(prefill_on_tensor_cores(64));  // pp16 at batch 4, pp64 at batch 1
   EXPECT_TRUE(prefill_on_tensor_cores(512));
+}
+
+TEST(AttentionPlan, DeepRingOnlyInGridsOfAtMostOneBlockPerSm) {
+  constexpr int64_t kSms = 132;
+  EXPECT_TRUE(decode_attention_deep(32, kSms, 16));    // tg128 at batch 1: a block per head
+  EXPECT_TRUE(decode_attention_deep(128, kSms, 16));   // batch 1, 4 splits
+  EXPECT_TRUE(decode_attention_deep(132, kSms, 16));
+  EXPECT_FALSE(decode_attention_deep(133, kSms, 16));
+  EXPECT_FALSE(decode_attention_deep(256, kSms, 16));  // batch 2, 4 splits
+  EXPECT_FALSE(decode_attention_deep(32, kSms, 4));    // other block sizes keep their own
+  EXPECT_FALSE(decode_attention_deep(32, kSms, 8));
+}
+
+TEST(RopeAndCache, RefusesWhatRotaryEmbeddingsCannotRotate) {
+  using sparrow::Code;
+  using sparrow::DType;
+  namespace gpu = sparrow::engine::gpu;
+  int32_t pos = 0;
+  const gpu::RowLayout one{1, 1, &pos};
+  int dummy = 0;
+  void* p = &dummy;
+  // head_dim odd (its last element has no pair), zero; q heads not a multiple of the kv heads.
+  for (const gpu::AttentionShape s : {gpu::AttentionShape{5, 5, 7, 16}, {4, 4, 0, 16},
+                                      {6, 4, 8, 16}, {4, 0, 8, 16}}) {
+    EXPECT_EQ(gpu::rope_and_cache(p, p, p, p, p, nullptr, one, s, DType::fp16, nullptr).code(),
+              Code::invalid_argument)
+        << s.heads << " / " << s.kv_heads << " heads, head_dim " << s.head_dim;
+  }
 }
