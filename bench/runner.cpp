@@ -37,7 +37,6 @@ constexpr int kExitFail = 1, kExitBadArgs = 2, kExitNoGpu = 3;
 // about this many elements, which keeps the double reference to seconds for 70B-sized layers.
 constexpr int64_t kFullReferenceElements = int64_t(16) << 20;
 constexpr int kMaxCopies = 256;
-constexpr size_t kBandwidthBytes = size_t(1) << 30;
 
 double tolerance(DType t) { return t == DType::bf16 ? 8e-3 : 1e-3; }
 
@@ -240,7 +239,7 @@ int run_bench(const BenchOptions& opt) {
   if (auto s = kernels::dense_cublas_prepare(); !s.ok()) return fatal(s);
 
   // The ceiling: a streaming read of 1 GiB (20x the H100's L2), median of 20.
-  auto bw = measure_read_bandwidth(kBandwidthBytes, 20, info.sm_count, stream);
+  auto bw = measure_read_ceiling(info.sm_count, stream);
   if (!bw.ok()) return fatal(bw.status());
   const double read_gbps = bw.value();
   refresh_clocks(info);

@@ -81,4 +81,13 @@ Status fill_pattern(void* data, size_t bytes, cudaStream_t stream);
 // larger than the L2, so every read comes from DRAM).
 Result<double> measure_read_bandwidth(size_t bytes, int reps, int sm_count, cudaStream_t stream);
 
+// The read ceiling every table and bound is measured against: measure_read_bandwidth of a
+// kCeilingBytes buffer, median of kCeilingReps (`sparrow bench`'s header line, bench-model's tg
+// bound).
+constexpr size_t kCeilingBytes = size_t(1) << 30;
+constexpr int kCeilingReps = 20;
+inline Result<double> measure_read_ceiling(int sm_count, cudaStream_t stream) {
+  return measure_read_bandwidth(kCeilingBytes, kCeilingReps, sm_count, stream);
+}
+
 }  // namespace sparrow::bench

@@ -662,12 +662,10 @@ __global__ void __launch_bounds__(32 * W, P == kStepsInFlight ? 32 / W : 1)
   };
 #pragma unroll
   for (int u = 0; u < P; ++u) {
+    // Everything when nothing was read early; else only a first group's new key (from shared
+    // memory, now).
     const int64_t ju = j + u * kStride;
-    if (!early) {
-      load(ju, kr[u], vr[u]);
-    } else if (new_key && ju == pos) {  // a first group's new key: from shared memory, now
-      load(ju, kr[u], vr[u]);
-    }
+    if (!early || (new_key && ju == pos)) load(ju, kr[u], vr[u]);
   }
   for (int64_t j0 = begin + int64_t(warp) * kKeys; j0 < end; j0 += P * kStride, j += P * kStride) {
 #pragma unroll
@@ -838,13 +836,13 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
                              (kvd * es) % 16 == 0 && aligned(v, 16) && aligned(v_cache, 16);
     // Heads per block: about kRopeItems items per thread, so a short pass (a decode step run
     // unfused, a few rows) still spreads over several blocks a row.
-    const int64_t per_head = std::max<int64_t>(1, half / (pairs ? 2 : 1));
+    const int64_t per_head = half / (pairs ? 2 : 1);  // half >= 1: head_dim is even, positive
     const int64_t heads = s.heads + s.kv_heads;
     const int64_t heads_per_block = std::clamp<int64_t>(
         int64_t(kRopeItems) * kRopeThreads / per_head, 1, heads);
     const dim3 grid(unsigned(rows.batch * rows.count),
                     unsigned((heads + heads_per_block - 1) / heads_per_block));
-    const size_t smem = size_t(2 * std::max<int64_t>(half, 1)) * sizeof(float);
+    const size_t smem = size_t(2 * half) * sizeof(float);
     auto launch = [&](auto kernel) {
       return cuda_status(
           launch_kernel(kDependent, kernel, grid, dim3(kRopeThreads), smem, stream,
@@ -889,7 +887,7 @@ Status attention(const void* q, const void* k_cache, const void* v_cache, void* 
     // block per SM (attention_plan.hpp; split_kernel_for says why).
     static const bool deep_allowed = kernels::env_knob("SPARROW_ENGINE_ATTN_DEEP", 1) != 0;
     bool deep = false;
-    if (deep_allowed && block_warps == 16) {
+    if (deep_allowed) {
       SPARROW_ASSIGN_OR_RETURN(const kernels::DeviceInfo dev, kernels::current_device_info());
       deep = decode_attention_deep(int64_t(grid.x) * grid.y * grid.z, dev.sm_count, block_warps);
     }

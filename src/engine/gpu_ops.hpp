@@ -56,7 +56,9 @@ Status rope_and_cache(void* q, const void* k, const void* v, void* k_cache, void
 // step (the engine stages pos0 from the host; earlier positions come from earlier steps).
 // `block_warps` (4, 8 or 16): warps per split block of the head_dim 64 / 128 / 256 kernel, which
 // take the split's keys in turn (the other head_dims run 4): more warps take a split's keys in
-// fewer dependent steps.
+// fewer dependent steps. A grid of at most one block per SM asked in 16-warp blocks runs 8-warp
+// blocks with more key steps in flight instead (decode_attention_deep in attention_plan.hpp;
+// SPARROW_ENGINE_ATTN_DEEP=0 turns that off).
 struct DecodeRope {
   const void* k = nullptr;  // (rows, kv_ld) keys before rotation
   const void* v = nullptr;  // (rows, kv_ld)

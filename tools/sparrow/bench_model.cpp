@@ -83,6 +83,32 @@ Result<double> time_generate(engine::Backend& b, int batch, int64_t n, int64_t d
   return double(batch * n) / (now_s() - t0);
 }
 
+// The device's read ceiling in bytes per second, measured once per process exactly as `sparrow
+// bench` measures it (bench::measure_read_ceiling: a streaming read of 1 GiB, median of 20), on
+// the current device; nullopt (said once on stderr) where it cannot be, e.g. no room for the
+// buffer. A first version read the model's own arrays with the engine's read_arrays kernel: 4.25
+// TB/s on the H200 where this measured 4.56 in the same call (session 55, c7), a bound 7 % low.
+std::optional<double> read_ceiling() {
+  static const std::optional<double> measured = []() -> std::optional<double> {
+    int device = 0;
+    cudaDeviceProp prop{};
+    cudaStream_t stream = nullptr;
+    Result<double> gbps = unsupported("no device");
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaGetDeviceProperties(&prop, device) == cudaSuccess &&
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
+      gbps = bench::measure_read_ceiling(prop.multiProcessorCount, stream);
+      cudaStreamDestroy(stream);
+    }
+    if (gbps.ok()) return gbps.value() * 1e9;
+    (void)cudaGetLastError();  // a failed allocation is not the next launch's error
+    std::fprintf(stderr, "sparrow bench-model: the tg bound is not measured: %s\n",
+                 gbps.status().message().c_str());
+    return std::nullopt;
+  }();
+  return measured;
+}
+
 // Batch sizes that run on one built model. With --format fastest each batch size's tokens pick
 // their own formats (the rule table at N = batch), so a batch size whose picks differ from the
 // previous one's gets a model of its own; otherwise all batches share one.
@@ -199,38 +225,18 @@ int run_group(const BenchModelArgs& a, const std::shared_ptr<const engine::Model
   // own (the CPU backend's fp32 panels, reported on the memory line).
   const engine::MemoryReport held_mem = backend->memory();
   const size_t size_bytes = held_mem.held_as ? model->weight_bytes() : held_mem.model_bytes;
-  // The tg rows' bound on the GPU, measured on this device in this process: a step (batch
-  // tokens) takes at least its weights' bytes at the device's read bandwidth, measured exactly as
-  // `sparrow bench` measures its ceiling (bench::measure_read_bandwidth: a streaming read of
-  // 1 GiB, median of 20). Issue 6's dense target is a fraction of it. A first version read the
-  // model's own arrays with the engine's read_arrays kernel: 4.25 TB/s on the H200 where this
-  // measured 4.56 in the same call (session 55, c7), a bound 7 % too low. Skipped where the
-  // backend does not report its step's bytes (the CPU backend).
+  // The tg rows' bound on the GPU: a step (batch tokens) takes at least its weights' bytes at the
+  // device's read ceiling (read_ceiling). Issue 6's dense target is a fraction of it. Skipped
+  // where the backend does not report its step's bytes (the CPU backend).
   struct Bound {
     size_t step_bytes = 0;
     double bytes_per_second = 0;
     double step_seconds() const { return double(step_bytes) / bytes_per_second; }
   };
   std::optional<Bound> bound;
-  constexpr size_t kBoundReadBytes = size_t(1) << 30;
   if (auto w = backend->decode_weight_bytes(); w.ok()) {
-    int device = 0;
-    cudaDeviceProp prop{};
-    cudaStream_t stream = nullptr;
-    Result<double> gbps = unsupported("no device");
-    if (cudaGetDevice(&device) == cudaSuccess &&
-        cudaGetDeviceProperties(&prop, device) == cudaSuccess &&
-        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess) {
-      gbps = bench::measure_read_bandwidth(kBoundReadBytes, 20, prop.multiProcessorCount, stream);
-      cudaStreamDestroy(stream);
-    }
-    if (gbps.ok()) {
-      bound = Bound{w.value(), gbps.value() * 1e9};
-    } else {  // e.g. no room for the 1 GiB buffer: the rows run, without their bound
-      (void)cudaGetLastError();
-      std::fprintf(stderr, "sparrow bench-model: the tg bound is not measured: %s\n",
-                   gbps.status().message().c_str());
-    }
+    if (const std::optional<double> ceiling = read_ceiling())
+      bound = Bound{w.value(), *ceiling};
   }
   std::string bound_rows;  // "b1 tg128 84.3 %, ..."
   for (int batch : group.batches) {
